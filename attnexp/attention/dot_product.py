@@ -1,0 +1,19 @@
+from __future__ import annotations
+
+from attnexp.attention import register
+from attnexp.attention.base import Attention
+from attnexp.attention.kernels import attend
+
+
+@register
+class DotProduct(Attention):
+    """softmax(E Eᵀ / √d) E: no parameters at all, the embeddings are queries, keys and values."""
+
+    name = "dot_product"
+    summary = "plain dot-product self-attention, no projections"
+
+    def forward(self, x_BTD, mask, need_weights=False):
+        x_B1TD = x_BTD[:, None]
+        out, w = attend(x_B1TD, x_B1TD, x_B1TD, mask, backend=self.backend, dropout_p=self.cfg.dropout,
+                        training=self.training, need_weights=need_weights)
+        return out[:, 0], w

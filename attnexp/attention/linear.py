@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from attnexp.attention import register
+from attnexp.attention.fused import FusedMultiHead
+
+
+def feature_map(x):
+    return F.elu(x) + 1  # positive features, Katharopoulos et al. 2020
+
+
+@register
+class LinearAttention(FusedMultiHead):
+    """Kernelized attention: phi(q) phi(k)ᵀ normalized per row instead of a softmax.
+
+    Backend `linear` runs in O(T): prefix sums of phi(k) vᵀ for causal masking, plain sums for
+    bidirectional. `eager` materializes the same (T, T) weights, for maps and for checking.
+    Padding keys get zero features, so they carry no weight.
+    """
+
+    name = "linear"
+    summary = "linear (kernelized, elu+1) attention with a causal prefix-sum form"
+    backends = ("eager", "linear")
+    softmax = False
+
+    def kernel(self, q, k, v, mask, need_weights):
+        H, G = q.shape[1], k.shape[1]
+        if G != H:
+            k, v = k.repeat_interleave(H // G, 1), v.repeat_interleave(H // G, 1)
+        fq, fk = feature_map(q), feature_map(k)
+        if mask.key_valid_BT is not None:
+            fk = fk * mask.key_valid_BT[:, None, :, None].to(fk.dtype)
+        if need_weights or self.backend == "eager":
+            allowed = mask.allowed(q.shape[2], q.device, include_self=False).to(fq.dtype)
+            a = (fq @ fk.transpose(-2, -1)) * allowed
+            w = a / (a.sum(-1, keepdim=True) + self.cfg.eps)
+            return w @ v, (w if need_weights else None)
+        if mask.causal:
+            kv_BHTDD = torch.cumsum(fk[..., :, None] * v[..., None, :], dim=2)
+            num = (fq[..., :, None] * kv_BHTDD).sum(-2)
+            den = (fq * torch.cumsum(fk, dim=2)).sum(-1, keepdim=True)
+        else:
+            num = fq @ (fk.transpose(-2, -1) @ v)
+            den = fq @ fk.sum(2, keepdim=True).transpose(-2, -1)
+        return num / (den + self.cfg.eps), None
