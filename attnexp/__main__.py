@@ -1,0 +1,5 @@
+import sys
+
+from attnexp.cli import main
+
+sys.exit(main())

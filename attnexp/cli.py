@@ -1,0 +1,118 @@
+"""`python -m attnexp <command>` and the `attnexp` console script."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+USAGE = """usage: python -m attnexp <command> [args]
+
+commands:
+  train [overrides]   train one run, or a sweep with -m (Hydra); `train --help` lists config groups
+  variants            the attention variants: masks, backends, whether they return weights
+  maps ckpt=PATH text="..." [out=DIR]
+                      render the attention maps of a trained checkpoint for any text
+
+examples:
+  python -m attnexp train attention=causal
+  python -m attnexp train -m attention=causal,bidirectional model.n_layers=2,4
+"""
+
+log = logging.getLogger("attnexp")
+
+
+def conf_dir() -> Path:
+    """conf/ of a source checkout (editable install), else the copy packaged with a wheel."""
+    here = Path(__file__).resolve().parent
+    for cand in (here.parent / "conf", here / "conf"):
+        if (cand / "config.yaml").is_file():
+            return cand
+    raise FileNotFoundError("attnexp's conf/ folder is missing; reinstall with `pip install -e .` from the repo")
+
+
+def train_cli(argv: list[str]) -> int:
+    import hydra
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.errors import InstantiationException
+    from hydra.types import RunMode
+
+    from attnexp.config import ConfigError, register_schemas
+    from attnexp.run import load_run, write_json
+
+    register_schemas()
+    failures: list[str] = []
+
+    @hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")
+    def task(cfg):
+        hc = HydraConfig.get()
+        out = Path(hc.runtime.output_dir)
+        multirun = hc.mode == RunMode.MULTIRUN
+        choices = {k: v for k, v in hc.runtime.choices.items() if not k.startswith("hydra")}
+        try:
+            load_run(cfg)  # fail fast, before the slow Lightning import
+            from attnexp.train import train
+
+            summary = train(cfg, out, choices)
+            best = (summary["metrics"].get("best") or {}).get("value")
+            return best  # what Hydra sweepers (e.g. Optuna) minimize
+        except (ConfigError, InstantiationException) as e:
+            msg = str(e).splitlines()[0] if isinstance(e, InstantiationException) else str(e)
+            write_json(out / "summary.json", {"schema": 1, "status": "config_error", "error": msg,
+                                              "run_dir": str(out), "choices": choices})
+            if not multirun:
+                print(f"attnexp: config error: {msg}", file=sys.stderr)
+                sys.exit(2)
+            log.error("config error in %s: %s", out, msg)
+            failures.append(f"{out.name}: {msg}")
+        except Exception as e:  # in a sweep one failed job must not take the others with it
+            if not multirun:
+                raise
+            log.exception("run %s failed", out)
+            failures.append(f"{out.name}: {type(e).__name__}: {e}")
+
+    sys.argv = ["attnexp train", *argv]
+    task()
+    if failures:
+        print(f"attnexp: {len(failures)} run(s) of the sweep failed (see their summary.json):", file=sys.stderr)
+        for f in failures:
+            print(f"  {f}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def variants_cli(argv: list[str]) -> int:
+    from attnexp import attention
+
+    rows = attention.matrix()
+    cols = ["variant", "masks", "backends", "weights", "softmax", "positions", "about"]
+    width = {c: max(len(c), *(len(r[c]) for r in rows)) for c in cols}
+    print("  ".join(c.ljust(width[c]) for c in cols))
+    print("  ".join("-" * width[c] for c in cols))
+    for r in rows:
+        print("  ".join(r[c].ljust(width[c]) for c in cols))
+    print("\nSelect with attention=<variant> (conf/attention/*.yaml), override with attention.mask=... attention.backend=...")
+    print("flex trains on CUDA only (forward-only on CPU). `weights`: the maps come from the eager path of the same module.")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        return 0
+    cmd, rest = argv[0], argv[1:]
+    if cmd == "train":
+        return train_cli(rest)
+    if cmd == "variants":
+        return variants_cli(rest)
+    if cmd == "maps":
+        from attnexp.maps.cli import maps_cli
+
+        return maps_cli(rest)
+    print(f"attnexp: unknown command {cmd!r}; choose one of: train, variants, maps\n\n{USAGE}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

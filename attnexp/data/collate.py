@@ -1,0 +1,71 @@
+"""Batches: right padding, a boolean pad mask, and labels for the objective.
+
+Items are dicts with `input_ids` (list[int]), `idx`, and optionally `label` (classification) or
+`labels` (per-token targets already given, e.g. the synthetic tasks; -100 = no loss).
+Output: input_ids (B, T), pad_mask (B, T) True at real tokens, labels (B, T) or (B,).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+IGNORE = -100
+
+
+@dataclass
+class Collator:
+    objective: str  # next | masked | classify | given
+    pad_id: int
+    mask_id: int
+    vocab_size: int
+    first_word_id: int  # ids below this are special tokens, never masked or sampled
+    mask_prob: float = 0.15
+    fixed_seed: int | None = None  # set for validation/test: the same masking every epoch
+
+    def __call__(self, items: list[dict]) -> dict:
+        lengths = [len(it["input_ids"]) for it in items]
+        B, T = len(items), max(lengths)
+        ids = torch.full((B, T), self.pad_id, dtype=torch.long)
+        for b, it in enumerate(items):
+            ids[b, : lengths[b]] = torch.as_tensor(it["input_ids"])
+        pad_mask = torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]
+        batch = {"input_ids": ids, "pad_mask": pad_mask}
+        if self.objective == "classify":
+            batch["labels"] = torch.tensor([it["label"] for it in items])
+        elif self.objective == "next":
+            labels = torch.full_like(ids, IGNORE)
+            labels[:, :-1] = ids[:, 1:].masked_fill(~pad_mask[:, 1:], IGNORE)
+            batch["labels"] = labels
+        elif self.objective == "masked":
+            batch["input_ids"], batch["labels"] = self.mask_tokens(ids, pad_mask, items)
+        elif self.objective == "given":
+            labels = torch.full_like(ids, IGNORE)
+            for b, it in enumerate(items):
+                labels[b, : lengths[b]] = torch.as_tensor(it["labels"])
+            batch["labels"] = labels
+        else:
+            raise ValueError(f"Unknown objective {self.objective!r}")
+        return batch
+
+    def mask_tokens(self, ids, pad_mask, items):
+        """BERT's recipe: pick mask_prob of the real word tokens (at least one per sequence);
+        of those 80% -> [MASK], 10% -> a random word, 10% unchanged. Labels only at picks."""
+        g = None
+        if self.fixed_seed is not None:
+            g = torch.Generator().manual_seed(self.fixed_seed * 1_000_003 + hash(tuple(it["idx"] for it in items)) % 2**31)
+        candidate = pad_mask & (ids >= self.first_word_id)
+        u = torch.rand(ids.shape, generator=g)
+        picked = candidate & (u < self.mask_prob)
+        # Guarantee one target per sequence that has any candidate (its lowest-u one).
+        best = u.masked_fill(~candidate, 2.0).argmin(1)
+        has = candidate.any(1)
+        picked[has, best[has]] = True
+        labels = ids.masked_fill(~picked, IGNORE)
+        r = torch.rand(ids.shape, generator=g)
+        inputs = ids.clone()
+        inputs[picked & (r < 0.8)] = self.mask_id
+        rand_pos = picked & (r >= 0.8) & (r < 0.9)
+        inputs[rand_pos] = torch.randint(self.first_word_id, self.vocab_size, ids.shape, generator=g)[rand_pos]
+        return inputs, labels

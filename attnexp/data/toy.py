@@ -1,0 +1,55 @@
+"""`data=toy`: a word-level vocabulary over the built-in grammar corpus or any text file."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from attnexp.config import ConfigError
+from attnexp.data import grammar
+from attnexp.data.base import TokenDataModule
+from attnexp.data.configs import ToyDataConfig
+from attnexp.data.vocab import BOS, EOS, MASK, PAD, SPECIALS, Vocab, words
+
+
+class ToyDataModule(TokenDataModule):
+    config_class = ToyDataConfig
+
+    def __init__(self, cfg: ToyDataConfig, task, causal: bool, run_dir=None):
+        super().__init__(cfg, task, causal)
+        self.pad_id, self.mask_id, self.first_word_id = PAD, MASK, len(SPECIALS)
+
+    def load_sentences(self) -> list[tuple[list[str], int]]:
+        cfg = self.cfg
+        if cfg.corpus is None:
+            return grammar.corpus(cfg.n_sentences, cfg.seed)
+        text = Path(cfg.corpus).read_text(encoding="utf-8", errors="replace")
+        sents, span = [], cfg.max_len - 2
+        for line in text.splitlines():
+            ws = words(line, cfg.lowercase)
+            sents += [(ws[i: i + span], 0) for i in range(0, len(ws), span)]
+        if len(sents) < 10:
+            raise ConfigError(f"data.corpus={cfg.corpus!r} has {len(sents)} non-empty lines; give at least 10")
+        return sents
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return  # idempotent: train.py calls it before building the model, Lightning again later
+        sents = self.load_sentences()
+        order = list(range(len(sents)))
+        random.Random(self.cfg.seed).shuffle(order)
+        n_val = max(1, int(len(sents) * self.cfg.val_fraction))
+        val_ids, train_ids = order[:n_val], order[n_val:]
+        self.vocab = Vocab.build([sents[i][0] for i in train_ids], self.cfg.min_freq)
+        self.vocab_size = len(self.vocab)
+        self.num_classes = 2 if self.cfg.corpus is None else None
+
+        def item(i):
+            ws, label = sents[i]
+            ids = [BOS] + self.vocab.encode(ws[: self.cfg.max_len - 2]) + [EOS]
+            return {"input_ids": ids, "label": label, "idx": i}
+
+        self.splits = {"train": [item(i) for i in train_ids], "val": [item(i) for i in val_ids]}
+
+    def decode(self, ids) -> list[str]:
+        return self.vocab.decode(ids)

@@ -1,0 +1,97 @@
+"""The LightningModule: owns the loss, the metrics and the optimizer; the model stays plain."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torchmetrics import MetricCollection
+from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
+from torchmetrics.text import Perplexity
+
+from attnexp.config import AttentionConfig, ModelConfig, OptimConfig, TaskConfig
+from attnexp.model import Transformer, lm_loss
+
+IGNORE = -100
+STAGES = ("train", "val", "test")
+
+
+class AttnexpModule(L.LightningModule):
+    def __init__(self, model: dict, attention: dict, task: dict, optim: dict, vocab_size: int,
+                 num_classes: int | None = None):
+        super().__init__()
+        self.save_hyperparameters()  # plain dicts: load_from_checkpoint rebuilds everything
+        self.mcfg, self.acfg = ModelConfig(**model), AttentionConfig(**attention)
+        self.tcfg, self.ocfg = TaskConfig(**task), OptimConfig(**optim)
+        self.classify = self.tcfg.name == "classify"
+        self.model = Transformer(self.mcfg, self.acfg, vocab_size, head="classify" if self.classify else "lm",
+                                 num_classes=num_classes, pooling=self.tcfg.pooling)
+        self.metrics = nn.ModuleDict({f"{s}_": self._metrics(vocab_size, num_classes) for s in STAGES})  # "train" is a Module method
+
+    @classmethod
+    def from_configs(cls, m: ModelConfig, a: AttentionConfig, t: TaskConfig, o: OptimConfig, vocab_size: int,
+                     num_classes: int | None) -> "AttnexpModule":
+        return cls(asdict(m), asdict(a), asdict(t), asdict(o), vocab_size, num_classes)
+
+    def _metrics(self, vocab_size: int, num_classes: int | None) -> MetricCollection:
+        if self.classify:
+            return MetricCollection({"acc": MulticlassAccuracy(num_classes, average="micro"),
+                                     "f1_macro": MulticlassF1Score(num_classes, average="macro")})
+        return MetricCollection({"acc": MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE),
+                                 "ppl": Perplexity(ignore_index=IGNORE)})
+
+    def forward(self, input_ids, pad_mask=None, need_weights=False):
+        return self.model(input_ids, pad_mask, need_weights=need_weights)
+
+    def model_step(self, batch: dict, stage: str) -> torch.Tensor:
+        logits = self.model(batch["input_ids"], batch["pad_mask"]).logits
+        labels = batch["labels"]
+        metrics = self.metrics[f"{stage}_"]
+        if self.classify:
+            loss = F.cross_entropy(logits, labels)
+            metrics.update(logits.detach(), labels)
+        else:
+            loss = lm_loss(logits, labels)
+            metrics["acc"].update(logits.detach().flatten(0, 1), labels.flatten())
+            metrics["ppl"].update(logits.detach().float(), labels)
+        B = batch["input_ids"].shape[0]
+        self.log(f"{stage}/loss", loss, on_step=stage == "train", on_epoch=True, prog_bar=True, batch_size=B)
+        self.log_dict({f"{stage}/{k}": m for k, m in metrics.items()}, on_step=False, on_epoch=True,
+                      prog_bar=stage != "train", batch_size=B)
+        return loss
+
+    def training_step(self, batch, batch_idx):
+        return self.model_step(batch, "train")
+
+    def validation_step(self, batch, batch_idx):
+        self.model_step(batch, "val")
+
+    def test_step(self, batch, batch_idx):
+        self.model_step(batch, "test")
+
+    def configure_optimizers(self):
+        o = self.ocfg
+        params = [p for p in self.parameters() if p.requires_grad]
+        groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": o.weight_decay},
+                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]  # no decay on norms, biases
+        opt = torch.optim.AdamW(groups, lr=o.lr, betas=tuple(o.betas), fused=torch.cuda.is_available())
+        total = max(1, int(self.trainer.estimated_stepping_batches))
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(o.warmup_steps, total, o.min_lr_ratio))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+def warmup_cosine(warmup: int, total: int, min_ratio: float):
+    """Linear warmup to 1, then cosine decay to `min_ratio` at `total` steps (nanoGPT's schedule)."""
+    warmup = min(warmup, max(total - 1, 0))
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / (warmup + 1)
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return factor

@@ -1,0 +1,105 @@
+"""A small pre-norm transformer whose attention comes from the registry. Plain nn.Module: no
+Lightning, no DictConfig. Legend: B batch, T time, D d_model, H heads, V vocab, C classes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnexp import attention
+from attnexp.attention import MaskSpec
+from attnexp.config import AttentionConfig, ModelConfig
+
+
+@dataclass
+class ModelOutput:
+    logits: Tensor  # (B, T, V) for language modelling, (B, C) for classification
+    hidden_BTD: Tensor
+    attn: list[Tensor] | None = None  # one (B, H, T, T) per layer, post-softmax, when asked
+
+
+class Block(nn.Module):
+    def __init__(self, m: ModelConfig, a: AttentionConfig):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(m.d_model), nn.LayerNorm(m.d_model)
+        self.attn = attention.build(m.d_model, m.n_heads, a)
+        self.mlp = nn.Sequential(nn.Linear(m.d_model, m.ff_dim), nn.GELU(), nn.Linear(m.ff_dim, m.d_model))
+        self.drop = nn.Dropout(m.dropout)
+
+    def forward(self, x_BTD, mask: MaskSpec, need_weights: bool = False):
+        y, w = self.attn(self.ln1(x_BTD), mask, need_weights)
+        x_BTD = x_BTD + self.drop(y)
+        return x_BTD + self.drop(self.mlp(self.ln2(x_BTD))), w
+
+
+class Transformer(nn.Module):
+    """Token (+ position) embeddings, N blocks, final norm, then one head:
+    `lm` (next-token or masked-token prediction, weights tied to the embedding) or
+    `classify` (pooled over real tokens: cls = first, last = last real, mean = masked mean)."""
+
+    def __init__(self, m: ModelConfig, a: AttentionConfig, vocab_size: int, head: str = "lm",
+                 num_classes: int | None = None, pooling: str = "cls"):
+        super().__init__()
+        self.m, self.a, self.head_kind, self.pooling = m, a, head, pooling
+        self.tok_emb = nn.Embedding(vocab_size, m.d_model)
+        learned = m.pos_emb == "learned" or (m.pos_emb == "auto" and not attention.get(a.name).positional)
+        self.pos_emb = nn.Embedding(m.max_len, m.d_model) if learned else None
+        self.drop = nn.Dropout(m.dropout)
+        self.blocks = nn.ModuleList(Block(m, a) for _ in range(m.n_layers))
+        self.ln_f = nn.LayerNorm(m.d_model)
+        if head == "lm":
+            self.head = nn.Linear(m.d_model, vocab_size, bias=False)
+            if m.tie_embeddings:
+                self.head.weight = self.tok_emb.weight
+        elif head == "classify":
+            self.head = nn.Linear(m.d_model, num_classes)
+        else:
+            raise ValueError(f"Unknown head {head!r}; choose lm or classify")
+        self.apply(self._init)
+
+    @staticmethod
+    def _init(mod):
+        if isinstance(mod, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(mod.weight, std=0.02)
+            if getattr(mod, "bias", None) is not None:
+                nn.init.zeros_(mod.bias)
+
+    def forward(self, input_ids_BT: Tensor, pad_mask_BT: Tensor | None = None, need_weights: bool = False) -> ModelOutput:
+        B, T = input_ids_BT.shape
+        if T > self.m.max_len:
+            raise ValueError(f"sequence length {T} exceeds model.max_len={self.m.max_len}")
+        # A mask with no padding in the batch lets SDPA take its fastest (flash, is_causal) path.
+        key_valid = None if pad_mask_BT is None or bool(pad_mask_BT.all()) else pad_mask_BT
+        mask = MaskSpec(causal=self.a.causal, key_valid_BT=key_valid, window=self.a.window)
+        x = self.tok_emb(input_ids_BT)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(torch.arange(T, device=x.device))
+        x = self.drop(x)
+        maps = []
+        for block in self.blocks:
+            x, w = block(x, mask, need_weights)
+            maps.append(w)
+        x = self.ln_f(x)
+        logits = self.head(x) if self.head_kind == "lm" else self.head(self.pool(x, pad_mask_BT))
+        return ModelOutput(logits=logits, hidden_BTD=x, attn=maps if need_weights else None)
+
+    def pool(self, x_BTD: Tensor, pad_mask_BT: Tensor | None) -> Tensor:
+        if pad_mask_BT is None:
+            pad_mask_BT = torch.ones(x_BTD.shape[:2], dtype=torch.bool, device=x_BTD.device)
+        if self.pooling == "cls":
+            return x_BTD[:, 0]
+        if self.pooling == "last":  # right padding: last real token is at length - 1
+            last_B = pad_mask_BT.sum(1) - 1
+            return x_BTD[torch.arange(x_BTD.shape[0], device=x_BTD.device), last_B]
+        w = pad_mask_BT.to(x_BTD.dtype)[..., None]
+        return (x_BTD * w).sum(1) / w.sum(1).clamp_min(1)
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+def lm_loss(logits_BTV: Tensor, labels_BT: Tensor) -> Tensor:
+    return F.cross_entropy(logits_BTV.flatten(0, 1), labels_BT.flatten(), ignore_index=-100)

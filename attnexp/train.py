@@ -1,0 +1,89 @@
+"""`attnexp train`: validate the composed config once, build data, model and trainer, fit, test,
+and write summary.json. Third-party objects (Trainer, loggers, extra callbacks) are built with
+Hydra's `instantiate`; everything of ours is built from typed configs."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import asdict
+from pathlib import Path
+
+import lightning as L
+import torch
+from hydra.utils import instantiate
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
+from omegaconf import DictConfig, OmegaConf
+
+from attnexp.config import check
+from attnexp.run import _section, load_run, training_on_cpu
+from attnexp.data import build_datamodule
+from attnexp.lit import AttnexpModule
+from attnexp.summary import RunRecorder
+
+
+def resolve_precision(trainer: dict) -> dict:
+    if trainer.get("precision", "auto") == "auto":
+        gpu = not training_on_cpu(trainer) and torch.cuda.is_available()
+        trainer["precision"] = ("bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed") if gpu else "32-true"
+    return trainer
+
+
+class _DropAdverts(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "litlogger" not in record.getMessage()
+
+
+def quiet_lightning() -> None:
+    # num_workers=0 is a deliberate default for in-memory token lists; the hint is noise here.
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
+    warnings.filterwarnings("ignore", message=".*isinstance.treespec, LeafSpec.*")
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropAdverts())
+
+
+def train(cfg: DictConfig, out_dir: str | Path, choices: dict | None = None) -> dict:
+    """Train one run into `out_dir`; returns the summary (also written to out_dir/summary.json)."""
+    run = load_run(cfg)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    resolved = OmegaConf.create({k: _section(cfg, k) if OmegaConf.is_config(cfg[k]) else cfg[k]
+                                 for k in cfg if k != "hydra"})
+    (out / "config_resolved.yaml").write_text(OmegaConf.to_yaml(resolved))
+    quiet_lightning()
+    L.seed_everything(run.seed, workers=True, verbose=False)
+    torch.set_float32_matmul_precision("high")
+
+    dm = build_datamodule(run.data, run.task, causal=run.attention.causal, run_dir=str(out))
+    dm.setup("fit")
+    if run.task.name == "classify":
+        check(dm.num_classes, f"data={run.data.name} has no labels for task=classify")
+    module = AttnexpModule.from_configs(run.model, run.attention, run.task, run.optim, dm.vocab_size, dm.num_classes)
+
+    recorder = RunRecorder(out, static={
+        "choices": choices or {},
+        "attention": {"name": run.attention.name, "mask": run.attention.mask, "backend": run.attention.backend},
+        "model": {**{k: v for k, v in asdict(run.model).items() if k in ("d_model", "n_heads", "n_layers", "max_len")},
+                  "n_params": module.model.num_params()},
+        "data": {"name": run.data.name, "vocab_size": dm.vocab_size, "num_classes": dm.num_classes,
+                 **{f"n_{k}": len(v) for k, v in dm.splits.items()}},
+        "task": asdict(run.task),
+        "seed": run.seed,
+    })
+    ck = cfg.get("checkpoint") or {}
+    checkpoint = ModelCheckpoint(dirpath=out / "checkpoints", filename="best-epoch{epoch:02d}", monitor=ck.get("monitor", "val/loss"),
+                                 mode=ck.get("mode", "min"), save_top_k=1, save_last=True, auto_insert_metric_name=False)
+    callbacks = [checkpoint, recorder]
+    callbacks += [instantiate(c) for c in (cfg.get("callbacks") or {}).values()]
+    loggers = [instantiate(lg) for lg in (cfg.get("logger") or {}).values()]
+    if loggers:
+        callbacks.append(LearningRateMonitor(logging_interval="step"))
+
+    trainer_cfg = resolve_precision(dict(run.trainer))
+    trainer = instantiate(trainer_cfg, callbacks=callbacks, logger=loggers or False, default_root_dir=str(out),
+                          _convert_="partial")
+    trainer.fit(module, datamodule=dm, ckpt_path=run.resume)
+    if run.test and not trainer.interrupted and not trainer.fast_dev_run:
+        results = trainer.test(module, datamodule=dm, ckpt_path=checkpoint.best_model_path or None, verbose=False)
+        recorder.test_metrics = results[0] if results else {}
+    return recorder.write(trainer, "interrupted" if trainer.interrupted else "completed")

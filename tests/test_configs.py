@@ -1,0 +1,47 @@
+"""Every config file composes the way the CLI composes it, and validates into typed objects."""
+
+from __future__ import annotations
+
+import pytest
+
+from attnexp.config import ConfigError
+from attnexp.train import load_run
+from conftest import compose_cfg, options
+
+GROUPS = ["attention", "model", "data", "task", "trainer", "logger", "experiment"]
+
+
+@pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS for o in options(g)])
+def test_every_option_composes_and_validates(group, option, tmp_path):
+    overrides = [f"{group}={option}"]
+    if group == "trainer" and option == "gpu":
+        overrides.append("attention.backend=sdpa")  # composes; training needs a GPU
+    cfg = compose_cfg(overrides, tmp_path)
+    run = load_run(cfg)
+    assert run.model.d_model % run.model.n_heads == 0
+    assert run.task.objective in ("next", "masked")
+
+
+def test_groups_exist():
+    for g in GROUPS:
+        assert options(g), f"conf/{g}/ has no options"
+
+
+@pytest.mark.parametrize("override,needle", [
+    ("model.n_heads=5", "model.d_model=64 is not divisible by model.n_heads=5"),
+    ("optim.lr=-0.1", "optim.lr=-0.1 must be positive"),
+    ("data.corpus=/no/such/file.txt", "data.corpus='/no/such/file.txt': no such file"),
+    ("attention.mask=sideways", "attention.mask='sideways' is not one of"),
+    ("attention.backend=flex", "trains only on CUDA"),
+    ("attention.window=4", "attention.window only applies to sliding_window"),
+    ("task.objective=next,attention.mask=bidirectional", "lets every position see"),
+])
+def test_bad_values_fail_with_a_message_naming_them(override, needle, tmp_path):
+    cfg = compose_cfg(override.split(","), tmp_path)
+    with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        load_run(cfg)
+
+
+def test_gqa_heads_must_divide():
+    with pytest.raises(ConfigError, match="n_kv_heads=3 must divide model.n_heads=4"):
+        load_run(compose_cfg(["attention=gqa", "attention.n_kv_heads=3"]))

@@ -1,0 +1,84 @@
+"""Training end to end: fast_dev_run for every task x mask, a short real run that learns,
+and the CLI's behaviour on bad input and in sweeps."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnexp.lit import AttnexpModule
+from attnexp.train import train
+from conftest import compose_cfg
+
+REPO = Path(__file__).resolve().parents[1]
+FAST = ["trainer.enable_progress_bar=false", "data.n_sentences=300", "logger=none"]
+
+
+@pytest.mark.parametrize("task", ["lm", "classify"])
+@pytest.mark.parametrize("mask", ["causal", "bidirectional"])
+def test_fast_dev_run_each_task_and_mask(task, mask, tmp_path):
+    cfg = compose_cfg([f"task={task}", f"attention={mask}", "trainer.fast_dev_run=true", *FAST], tmp_path)
+    s = train(cfg, tmp_path)
+    assert s["status"] == "completed" and s["steps"] == 1
+    assert s["task"]["objective"] == ("next" if mask == "causal" else "masked")
+    assert s["task"]["pooling"] == ("last" if mask == "causal" else "cls")
+    assert (tmp_path / "summary.json").is_file() and (tmp_path / "config_resolved.yaml").is_file()
+
+
+def test_short_run_learns_and_writes_outputs(tmp_path):
+    cfg = compose_cfg(["trainer.max_epochs=3", "data.n_sentences=1500", "logger=tensorboard",
+                       "trainer.enable_progress_bar=false"], tmp_path)
+    s = train(cfg, tmp_path)
+    hist = s["metrics"]["history"]
+    assert len(hist) == 3 and hist[-1]["val/loss"] < hist[0]["val/loss"] - 0.2, hist
+    assert s["metrics"]["test"]["test/loss"] == pytest.approx(s["metrics"]["best"]["value"], rel=1e-4)
+    assert Path(s["checkpoints"]["last"]).is_file() and Path(s["checkpoints"]["best"]).is_file()
+    assert s["tokens_per_s"] > 0 and s["precision"] == "32-true"
+    assert list((tmp_path / "tensorboard").glob("events.out.tfevents*"))
+    # the checkpoint rebuilds the same model from its plain-dict hyperparameters
+    m = AttnexpModule.load_from_checkpoint(s["checkpoints"]["best"]).eval()
+    ids = torch.randint(6, s["data"]["vocab_size"], (2, 8))
+    assert m(ids).logits.shape == (2, 8, s["data"]["vocab_size"])
+
+
+def run_cli(*args, cwd):
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run([sys.executable, "-m", "attnexp", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.parametrize("override,needle", [
+    ("attention=nope", "Could not find 'attention/nope'"),
+    ("model.n_heads=5", "model.d_model=64 is not divisible by model.n_heads=5"),
+    ("optim.lr=-1", "optim.lr=-1.0 must be positive"),
+    ("data.corpus=missing.txt", "data.corpus='missing.txt': no such file"),
+])
+def test_cli_bad_override_is_one_clear_line(override, needle, tmp_path):
+    r = run_cli("train", override, "logger=none", cwd=tmp_path)
+    assert r.returncode != 0
+    assert needle in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_cli_sweep_keeps_going_past_a_bad_job(tmp_path):
+    r = run_cli("train", "-m", "model.n_heads=4,5", "trainer.fast_dev_run=true", "logger=none",
+                "data.n_sentences=200", "trainer.enable_progress_bar=false", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert "1 run(s) of the sweep failed" in r.stderr
+    status = sorted(json.loads(p.read_text())["status"] for p in tmp_path.glob("multirun/*/*/*/summary.json"))
+    assert status == ["completed", "config_error"]
+
+
+def test_cli_help_and_commands(tmp_path):
+    assert "train" in run_cli("--help", cwd=tmp_path).stdout
+    h = run_cli("train", "--help", cwd=tmp_path).stdout
+    for group in ("attention:", "model:", "data:", "task:", "trainer:", "logger:", "experiment:"):
+        assert group in h
+    r = run_cli("frobnicate", cwd=tmp_path)
+    assert r.returncode == 2 and "unknown command" in r.stderr
