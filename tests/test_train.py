@@ -14,7 +14,7 @@ import torch
 
 from attnexp.lit import AttnexpModule
 from attnexp.train import train
-from conftest import compose_cfg
+from conftest import compose_cfg, options
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = ["trainer.enable_progress_bar=false", "data.n_sentences=300", "logger=none"]
@@ -82,3 +82,10 @@ def test_cli_help_and_commands(tmp_path):
         assert group in h
     r = run_cli("frobnicate", cwd=tmp_path)
     assert r.returncode == 2 and "unknown command" in r.stderr
+
+
+@pytest.mark.parametrize("variant", options("attention"))
+def test_every_attention_config_trains(variant, tmp_path):
+    cfg = compose_cfg([f"attention={variant}", "trainer.fast_dev_run=true", *FAST], tmp_path)
+    s = train(cfg, tmp_path)
+    assert s["status"] == "completed" and s["steps"] == 1
