@@ -77,5 +77,16 @@ class TokenDataModule(L.LightningDataModule):
     def test_dataloader(self):
         return self._loader("test" if "test" in self.splits else "val", shuffle=False)
 
+    # `self.encoder` (attnexp.data.encoder.TextEncoder) is set by each subclass's setup().
     def decode(self, ids) -> list[str]:
-        raise NotImplementedError
+        return self.encoder.decode(ids)
+
+    def encode_text(self, text: str) -> list[int]:
+        return self.encoder.encode(text)
+
+    def state_dict(self) -> dict:
+        """Saved by Lightning into every checkpoint: the encoder, so maps of new text need no data."""
+        return {"encoder": self.encoder.state()} if getattr(self, "encoder", None) else {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass  # the encoder is rebuilt by setup() from the same data; the saved copy is for `attnexp maps`

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnexp.config import TaskConfig, check, from_dict
@@ -32,7 +32,75 @@ class ToyDataConfig:
                                            "(data.corpus=null, label = subject number) or data=newsgroups")
 
 
-SCHEMAS = {"toy": ToyDataConfig}
+@dataclass
+class NewsgroupsDataConfig:
+    name: str = "newsgroups"
+    source: str = "auto"  # auto | local | hub | sklearn  (auto: local if `path` exists, else sklearn, else hub)
+    path: str = "../shared/data/20newsgroups"  # local: a folder with train.* and test.* (.jsonl[.gz], .csv, .parquet)
+    hub_name: str = "SetFit/20_newsgroups"
+    remove: list[str] = field(default_factory=list)  # any of headers, footers, quotes (as sklearn's remove=)
+    tokenizer: str | None = None  # a tokenizer.json path or a hub name; null = train one on the train split
+    tokenizer_model: str = "wordpiece"  # wordpiece | bpe (when training one)
+    vocab_size: int = 16000
+    lowercase: bool = True
+    max_len: int = 256  # tokens per post, [CLS] and [SEP] included; longer posts are truncated
+    batch_size: int = 32
+    val_fraction: float = 0.1  # stratified, seeded, carved from train; the bydate test split stays for test
+    seed: int = 0
+    limit: int | None = None  # use only the first N posts of each split (tests, quick looks)
+    bucket: bool = True  # batch posts of similar length together
+    num_workers: int = 0
+    cache_dir: str = "${oc.env:XDG_CACHE_HOME,${oc.env:HOME}/.cache}/attnexp"
+
+    def validate(self, task: TaskConfig) -> None:
+        check(self.source in ("auto", "local", "hub", "sklearn"),
+              f"data.source={self.source!r} is not one of: auto, local, hub, sklearn")
+        bad = sorted(set(self.remove) - {"headers", "footers", "quotes"})
+        check(not bad, f"data.remove has {bad}; allowed: headers, footers, quotes (e.g. data.remove=[headers,footers,quotes])")
+        check(0 < self.val_fraction < 1, f"data.val_fraction={self.val_fraction} must be in (0, 1)")
+        check(self.tokenizer_model in ("wordpiece", "bpe"), f"data.tokenizer_model={self.tokenizer_model!r} is not one of: wordpiece, bpe")
+        check(self.vocab_size >= 100, f"data.vocab_size={self.vocab_size} is too small; use at least 100")
+        if self.source == "local":
+            check(Path(self.path).is_dir(), f"data.path={self.path!r}: no such folder; give a folder holding train.* and "
+                                            f"test.* (.jsonl[.gz], .csv or .parquet with text and label columns)")
+
+
+SYNTHETIC_KINDS = ("copy", "reverse", "sort", "recall", "induction")
+
+
+@dataclass
+class SyntheticDataConfig:
+    """Sequence tasks whose right attention is known in advance (see attnexp/data/synthetic.py)."""
+
+    name: str = "synthetic"
+    kind: str = "copy"  # copy | reverse | sort | recall | induction
+    n_symbols: int = 16  # symbols a, b, c, ...
+    length: int = 8  # items to copy/reverse/sort/repeat, or key-value pairs to recall from
+    n_train: int = 6000
+    n_val: int = 500
+    seed: int = 0
+    max_len: int = 64
+    batch_size: int = 64
+    num_workers: int = 0
+    bucket: bool = False
+
+    def needed_len(self) -> int:
+        return 2 * self.length + (4 if self.kind == "recall" else 3)
+
+    def validate(self, task: TaskConfig) -> None:
+        check(self.kind in SYNTHETIC_KINDS, f"data.kind={self.kind!r} is not one of: {', '.join(SYNTHETIC_KINDS)}")
+        check(2 <= self.n_symbols <= 26 * 9, f"data.n_symbols={self.n_symbols} must be in [2, 234]")
+        check(self.length >= 2, f"data.length={self.length} must be >= 2")
+        check(self.n_train > 0 and self.n_val > 0, "data.n_train and data.n_val must be positive")
+        if self.kind in ("recall", "induction"):
+            check(self.length <= self.n_symbols, f"data.kind={self.kind} draws {self.length} distinct symbols: "
+                                                 f"raise data.n_symbols={self.n_symbols} or lower data.length")
+        check(self.needed_len() <= self.max_len, f"data.kind={self.kind} with data.length={self.length} needs "
+                                                 f"{self.needed_len()} tokens; raise data.max_len={self.max_len}")
+        check(task.name == "lm", "data=synthetic has per-token targets; use task=lm")
+
+
+SCHEMAS = {"toy": ToyDataConfig, "newsgroups": NewsgroupsDataConfig, "synthetic": SyntheticDataConfig}
 
 
 def load_data_config(raw: dict, task: TaskConfig):

@@ -9,6 +9,7 @@ from attnexp.config import ConfigError
 from attnexp.data import grammar
 from attnexp.data.base import TokenDataModule
 from attnexp.data.configs import ToyDataConfig
+from attnexp.data.encoder import TextEncoder
 from attnexp.data.vocab import BOS, EOS, MASK, PAD, SPECIALS, Vocab, words
 
 
@@ -42,6 +43,7 @@ class ToyDataModule(TokenDataModule):
         val_ids, train_ids = order[:n_val], order[n_val:]
         self.vocab = Vocab.build([sents[i][0] for i in train_ids], self.cfg.min_freq)
         self.vocab_size = len(self.vocab)
+        self.encoder = TextEncoder("words", self.vocab.itos, self.cfg.lowercase, self.cfg.max_len)
         self.num_classes = 2 if self.cfg.corpus is None else None
 
         def item(i):
@@ -50,6 +52,3 @@ class ToyDataModule(TokenDataModule):
             return {"input_ids": ids, "label": label, "idx": i}
 
         self.splits = {"train": [item(i) for i in train_ids], "val": [item(i) for i in val_ids]}
-
-    def decode(self, ids) -> list[str]:
-        return self.vocab.decode(ids)

@@ -1,0 +1,42 @@
+"""Text <-> ids for any DataModule, small enough to travel inside the checkpoint, so that
+`attnexp maps ckpt=...` can tokenize new text exactly as in training."""
+
+from __future__ import annotations
+
+from attnexp.data.vocab import BOS, EOS, PAD, Vocab, words
+
+
+class TextEncoder:
+    def __init__(self, kind: str, payload, lowercase: bool = True, max_len: int = 512):
+        self.kind, self.payload, self.lowercase, self.max_len = kind, payload, lowercase, max_len
+        if kind == "words":
+            self.vocab = Vocab(payload)
+        elif kind == "tokenizer":
+            from tokenizers import Tokenizer
+
+            from attnexp.data.tokenizer import finish
+
+            self.tok = finish(Tokenizer.from_str(payload), max_len)
+        else:
+            raise ValueError(f"Unknown encoder kind {kind!r}")
+
+    @property
+    def pad_id(self) -> int:
+        return PAD if self.kind == "words" else self.tok.token_to_id("[PAD]")
+
+    def encode(self, text: str) -> list[int]:
+        if self.kind == "words":
+            return [BOS] + self.vocab.encode(words(text, self.lowercase)[: self.max_len - 2]) + [EOS]
+        return self.tok.encode(text).ids
+
+    def decode(self, ids) -> list[str]:
+        if self.kind == "words":
+            return self.vocab.decode(ids)
+        return [self.tok.id_to_token(int(i)) for i in ids]
+
+    def state(self) -> dict:
+        return {"kind": self.kind, "payload": self.payload, "lowercase": self.lowercase, "max_len": self.max_len}
+
+    @classmethod
+    def from_state(cls, d: dict) -> "TextEncoder":
+        return cls(d["kind"], d["payload"], d["lowercase"], d["max_len"])

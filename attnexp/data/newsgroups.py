@@ -1,0 +1,155 @@
+"""`data=newsgroups`: 20 Newsgroups from a local copy, the Hugging Face hub or sklearn, cleaned
+and tokenized through `datasets.map(batched=True)` (cached), into length-bucketed batches."""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from pathlib import Path
+
+import datasets
+from datasets import ClassLabel, DatasetDict
+
+from attnexp.config import ConfigError
+from attnexp.data.base import TokenDataModule
+from attnexp.data.encoder import TextEncoder
+from attnexp.data.tokenizer import get_tokenizer
+
+NAMES = ["alt.atheism", "comp.graphics", "comp.os.ms-windows.misc", "comp.sys.ibm.pc.hardware", "comp.sys.mac.hardware",
+         "comp.windows.x", "misc.forsale", "rec.autos", "rec.motorcycles", "rec.sport.baseball", "rec.sport.hockey",
+         "sci.crypt", "sci.electronics", "sci.med", "sci.space", "soc.religion.christian", "talk.politics.guns",
+         "talk.politics.mideast", "talk.politics.misc", "talk.religion.misc"]
+EXT = {".jsonl": "json", ".json": "json", ".jsonl.gz": "json", ".json.gz": "json", ".csv": "csv", ".parquet": "parquet"}
+OFFLINE_HINT = ("point at a local copy instead: data.source=local data.path=DIR, where DIR holds train.* and test.* "
+                "(.jsonl[.gz], .csv or .parquet with `text` and `label` columns)")
+
+
+def offline() -> bool:
+    return any(os.environ.get(v, "0") not in ("0", "", "false") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+
+
+def local_files(folder: Path) -> dict[str, str]:
+    files = {}
+    for split in ("train", "test"):
+        found = [p for p in sorted(folder.glob(f"{split}.*")) if "".join(p.suffixes) in EXT]
+        if not found:
+            raise ConfigError(f"data.path={str(folder)!r} has no {split}.jsonl[.gz] / {split}.csv / {split}.parquet; {OFFLINE_HINT}")
+        files[split] = str(found[0])
+    return files
+
+
+def clean(batch: dict, remove: tuple[str, ...]) -> dict:
+    """sklearn's own header/footer/quote strippers, so `remove` means exactly what sklearn's does."""
+    from sklearn.datasets._twenty_newsgroups import (strip_newsgroup_footer, strip_newsgroup_header,
+                                                     strip_newsgroup_quoting)
+
+    out = []
+    for text in batch["text"]:
+        if "headers" in remove:
+            text = strip_newsgroup_header(text)
+        if "footers" in remove:
+            text = strip_newsgroup_footer(text)
+        if "quotes" in remove:
+            text = strip_newsgroup_quoting(text)
+        out.append(text)
+    return {"text": out}
+
+
+class NewsgroupsDataModule(TokenDataModule):
+    def __init__(self, cfg, task, causal: bool, run_dir: str | None = None):
+        super().__init__(cfg, task, causal)
+        self.run_dir = run_dir
+        self.cache = Path(cfg.cache_dir).expanduser()
+        self.timings: dict[str, float] = {}
+        self.num_classes = len(NAMES)
+
+    def resolve_source(self) -> str:
+        c = self.cfg
+        if c.source != "auto":
+            return c.source
+        if Path(c.path).is_dir():
+            return "local"
+        try:
+            import sklearn  # noqa: F401
+            return "sklearn"
+        except ImportError:
+            return "hub"
+
+    def load_raw(self) -> DatasetDict:
+        c, source = self.cfg, self.resolve_source()
+        hf_cache = str(self.cache / "hf")
+        if source == "local":
+            files = local_files(Path(c.path))
+            builder = EXT["".join(Path(files["train"]).suffixes)]
+            ds = datasets.load_dataset(builder, data_files=files, cache_dir=hf_cache)
+        elif source == "hub":
+            if offline():
+                raise ConfigError(f"data.source=hub needs the network (HF_HUB_OFFLINE is set); {OFFLINE_HINT}")
+            try:
+                ds = datasets.load_dataset(c.hub_name, cache_dir=hf_cache)
+            except Exception as e:
+                raise ConfigError(f"could not load {c.hub_name!r} from the hub ({type(e).__name__}); {OFFLINE_HINT}") from e
+        else:
+            ds = self.load_sklearn()
+        ds = DatasetDict({k: ds[k].select_columns(["text", "label"]) for k in ("train", "test")})
+        return ds.cast_column("label", ClassLabel(names=NAMES))
+
+    def load_sklearn(self) -> DatasetDict:
+        try:
+            from sklearn.datasets import fetch_20newsgroups
+        except ImportError as e:
+            raise ConfigError(f"data.source=sklearn needs scikit-learn (pip install scikit-learn); {OFFLINE_HINT}") from e
+        out = {}
+        for split in ("train", "test"):
+            try:
+                b = fetch_20newsgroups(subset=split, remove=(), download_if_missing=not offline(),
+                                       data_home=str(self.cache / "sklearn"))
+            except OSError as e:
+                raise ConfigError(f"sklearn could not fetch 20 Newsgroups ({e}); {OFFLINE_HINT}") from e
+            out[split] = datasets.Dataset.from_dict({"text": list(b.data), "label": [int(y) for y in b.target]})
+        return DatasetDict(out)
+
+    def prepare_splits(self) -> DatasetDict:
+        c = self.cfg
+        ds = self.load_raw()
+        if c.limit:
+            # the files are sorted by label: a seeded shuffle first, so a slice still has every class
+            ds = DatasetDict({k: v.shuffle(seed=c.seed).select(range(min(c.limit, len(v)))) for k, v in ds.items()})
+        if c.remove:
+            ds = ds.map(clean, batched=True, fn_kwargs={"remove": tuple(sorted(c.remove))}, desc="cleaning")
+        try:
+            parts = ds["train"].train_test_split(test_size=c.val_fraction, stratify_by_column="label", seed=c.seed)
+        except ValueError as e:  # a class with a single post cannot be stratified
+            warnings.warn(f"validation split not stratified ({e}); using a plain seeded split")
+            parts = ds["train"].train_test_split(test_size=c.val_fraction, seed=c.seed)
+        return DatasetDict(train=parts["train"], val=parts["test"], test=ds["test"])
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return
+        datasets.disable_progress_bars()
+        c, t0 = self.cfg, time.perf_counter()
+        splits = self.prepare_splits()
+        key = {"train_fingerprint": splits["train"]._fingerprint, "model": c.tokenizer_model,
+               "vocab_size": c.vocab_size, "lowercase": c.lowercase}
+        tok, trained = get_tokenizer(c.tokenizer, lambda: splits["train"]["text"], self.cache / "tokenizers", key,
+                                     c.tokenizer_model, c.vocab_size, c.lowercase, c.max_len)
+        t1 = time.perf_counter()
+
+        def encode(batch):
+            return {"input_ids": [e.ids for e in tok.encode_batch(batch["text"])]}
+
+        encoded = splits.map(encode, batched=True, remove_columns=["text"], desc="tokenizing")
+        self.timings = {"load_s": round(t1 - t0, 2), "tokenize_s": round(time.perf_counter() - t1, 2),
+                        "tokenizer_trained": trained}
+        self.encoder = TextEncoder("tokenizer", tok.to_str(), c.lowercase, c.max_len)
+        if self.run_dir:
+            tok.save(str(Path(self.run_dir) / "tokenizer.json"))
+        self.vocab_size = tok.get_vocab_size()
+        self.pad_id, self.mask_id = tok.token_to_id("[PAD]"), tok.token_to_id("[MASK]")
+        specials = [tok.token_to_id(s) for s in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")]
+        self.first_word_id = max(i for i in specials if i is not None) + 1
+        self.splits = {k: [{"input_ids": ids, "label": y, "idx": i}
+                           for i, (ids, y) in enumerate(zip(v["input_ids"], v["label"]))]
+                       for k, v in encoded.items()}

@@ -1,0 +1,57 @@
+"""Subword tokenizers from `tokenizers`: trained on the training texts only, cached by settings,
+or loaded from a tokenizer.json path / a hub name."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def train_tokenizer(texts, kind: str, vocab_size: int, lowercase: bool) -> Tokenizer:
+    if kind == "wordpiece":
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIALS, show_progress=False)
+        tok.decoder = decoders.WordPiece()
+    else:
+        tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS, show_progress=False)
+        tok.decoder = decoders.BPEDecoder()
+    norm = [normalizers.NFD(), normalizers.StripAccents()] + ([normalizers.Lowercase()] if lowercase else [])
+    tok.normalizer = normalizers.Sequence(norm)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
+    return tok
+
+
+def finish(tok: Tokenizer, max_len: int) -> Tokenizer:
+    """[CLS] text [SEP], truncated to max_len: the same for trained and loaded tokenizers."""
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    if cls is None or sep is None:
+        raise ValueError("the tokenizer has no [CLS]/[SEP] tokens; use a BERT-style tokenizer.json")
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    tok.enable_truncation(max_len)
+    tok.no_padding()
+    return tok
+
+
+def get_tokenizer(spec: str | None, texts_fn, cache_dir: Path, key: dict, kind: str, vocab_size: int,
+                  lowercase: bool, max_len: int) -> tuple[Tokenizer, bool]:
+    """Returns (tokenizer, trained_now). `texts_fn` is only called when one must be trained."""
+    if spec is not None:
+        tok = Tokenizer.from_file(spec) if Path(spec).is_file() else Tokenizer.from_pretrained(spec)
+        return finish(tok, max_len), False
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    path = cache_dir / f"tokenizer-{digest}.json"
+    if path.is_file():
+        return finish(Tokenizer.from_file(str(path)), max_len), False
+    tok = train_tokenizer(texts_fn(), kind, vocab_size, lowercase)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tok.save(str(tmp))
+    tmp.replace(path)
+    return finish(tok, max_len), True
