@@ -1,0 +1,77 @@
+"""`data=synthetic`: tasks whose right attention pattern is known, for checking what heads learn.
+
+Layouts (x = source symbols, y = answer, n = data.length):
+  copy / reverse / sort   [BOS] x1..xn [SEP] y1..yn [EOS]     y = x, reversed x, sorted x
+  induction               [BOS] r1..rn r1..rn [EOS]           the first half repeats
+  recall                  [BOS] k1 v1 .. kn vn [SEP] kq vq [EOS]   look the value up by its key
+Causal attention predicts each answer token from the position before it; bidirectional attention
+sees [MASK] in place of the answers and predicts them there. Every item lists `align`: the
+(query, key) pairs where a head solving the task must look — the source of each answer token.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+
+from attnexp.data.base import TokenDataModule
+from attnexp.data.encoder import TextEncoder
+from attnexp.data.vocab import BOS, EOS, MASK, PAD, SEP, SPECIALS
+from attnexp.data.collate import IGNORE
+
+
+def symbol_names(n: int) -> list[str]:
+    letters = string.ascii_lowercase
+    return [letters[i % 26] + ("" if i < 26 else str(i // 26)) for i in range(n)]
+
+
+def example(kind: str, n: int, n_symbols: int, rng: random.Random, causal: bool) -> dict:
+    first = len(SPECIALS)
+    draw = (lambda k: rng.sample(range(first, first + n_symbols), k)) if kind in ("recall", "induction") else \
+        (lambda k: [rng.randrange(first, first + n_symbols) for _ in range(k)])
+    if kind == "recall":
+        keys, vals = draw(n), [rng.randrange(first, first + n_symbols) for _ in range(n)]
+        q = rng.randrange(n)
+        prefix = [BOS] + [t for kv in zip(keys, vals) for t in kv] + [SEP, keys[q]]
+        answers, sources = [vals[q]], [2 * q + 2]  # position of the value of the queried key
+    else:
+        x = draw(n)
+        order = {"copy": list(range(n)), "reverse": list(range(n))[::-1],
+                 "sort": sorted(range(n), key=lambda i: x[i]), "induction": list(range(n))}[kind]
+        prefix = [BOS] + x + ([] if kind == "induction" else [SEP])
+        answers, sources = [x[i] for i in order], [1 + i for i in order]
+        if kind == "induction":  # the first answer token is not predictable from the past: start at r2
+            prefix, answers, sources = prefix + [x[0]], answers[1:], sources[1:]
+    ids, labels, align = list(prefix), [IGNORE] * len(prefix), []
+    for y, src in zip(answers, sources):
+        if causal:  # predicted at the previous position, which is then followed by y itself
+            labels[-1] = y
+            align.append((len(ids) - 1, src))
+            ids.append(y)
+            labels.append(IGNORE)
+        else:
+            align.append((len(ids), src))
+            ids.append(MASK)
+            labels.append(y)
+    return {"input_ids": ids + [EOS], "labels": labels + [IGNORE], "align": align}
+
+
+class SyntheticDataModule(TokenDataModule):
+    def __init__(self, cfg, task, causal: bool, run_dir: str | None = None):
+        super().__init__(cfg, task, causal)
+        self.pad_id, self.mask_id, self.first_word_id = PAD, MASK, len(SPECIALS)
+        names = SPECIALS + symbol_names(cfg.n_symbols)
+        self.vocab_size = len(names)
+        self.encoder = TextEncoder("words", names, lowercase=True, max_len=cfg.max_len)
+
+    @property
+    def objective(self) -> str:
+        return "given"
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return
+        c = self.cfg
+        for split, n, seed in (("train", c.n_train, c.seed), ("val", c.n_val, c.seed + 1)):
+            rng = random.Random(seed)
+            self.splits[split] = [{**example(c.kind, c.length, c.n_symbols, rng, self.causal), "idx": i} for i in range(n)]
