@@ -69,6 +69,24 @@ class OptimConfig:
     min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio
 
 
+@dataclass
+class MapsConfig:
+    enabled: bool = True
+    every_n_epochs: int = 1
+    n_examples: int = 4  # probe set: the first N validation examples...
+    texts: list[str] = field(default_factory=list)  # ...or these texts, encoded by the data's tokenizer
+    max_tokens: int = 64  # PNG grids and the HTML viewer show at most this many tokens (the .npz keeps all)
+    images_to_logger: bool = True  # PNG grids to TensorBoard / wandb (stats are always logged)
+    animation: bool = True  # maps/evolution_exK.gif at the end of training
+    html: bool = True  # maps/viewer.html at the end of training
+
+
+def validate_maps(m: MapsConfig) -> None:
+    check(m.every_n_epochs >= 1, f"maps.every_n_epochs={m.every_n_epochs} must be >= 1")
+    check(m.n_examples >= 1, f"maps.n_examples={m.n_examples} must be >= 1")
+    check(m.max_tokens >= 2, f"maps.max_tokens={m.max_tokens} must be >= 2")
+
+
 def from_dict(cls, raw: dict[str, Any], where: str):
     """Build dataclass `cls` from a plain dict; unknown keys and wrong types are ConfigErrors."""
     names = {f.name: f for f in fields(cls)}

@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnexp import attention
 from attnexp.data.configs import load_data_config
-from attnexp.config import (AttentionConfig, ModelConfig, OptimConfig, TaskConfig, check, from_dict, resolve_task,
+from attnexp.config import (AttentionConfig, MapsConfig, validate_maps, ModelConfig, OptimConfig, TaskConfig, check, from_dict, resolve_task,
                             validate_model, validate_optim, validate_task)
 
 
@@ -28,6 +28,7 @@ class Run:
     seed: int
     resume: str | None
     test: bool
+    maps: MapsConfig
 
 
 def _section(cfg: DictConfig, key: str) -> dict:
@@ -56,7 +57,10 @@ def load_run(cfg: DictConfig) -> Run:
           f"data.max_len={data.max_len} is longer than model.max_len={m.max_len}; raise model.max_len or lower data.max_len")
     resume = cfg.get("resume")
     check(resume is None or Path(resume).is_file(), f"resume={resume!r}: no such checkpoint file")
-    return Run(a, m, resolve_task(t, a), o, data, trainer, int(cfg.get("seed", 0)), resume, bool(cfg.get("test", True)))
+    maps = from_dict(MapsConfig, _section(cfg, "maps"), "maps")
+    validate_maps(maps)
+    return Run(a, m, resolve_task(t, a), o, data, trainer, int(cfg.get("seed", 0)), resume, bool(cfg.get("test", True)),
+               maps)
 
 
 

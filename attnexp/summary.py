@@ -47,6 +47,7 @@ class RunRecorder(L.Callback):
         self.test_metrics: dict = {}
         self.final_val: dict = {}
         self.history: list[dict] = []  # validation metrics after every epoch
+        self.extra: dict = {}  # more sections, e.g. attention_maps
 
     def on_train_start(self, trainer, pl_module):
         self.t_fit0 = time.perf_counter()
@@ -100,6 +101,7 @@ class RunRecorder(L.Callback):
             "peak_memory": peak_memory_mb(trainer),
             "checkpoints": {"last": str(self.out_dir / "checkpoints" / "last.ckpt") if (self.out_dir / "checkpoints" / "last.ckpt").exists() else None,
                             "best": best["checkpoint"] if best else None},
+            **self.extra,
             "versions": {"python": sys.version.split()[0], "torch": torch.__version__, "lightning": L.__version__},
         }
         self.out_dir.mkdir(parents=True, exist_ok=True)

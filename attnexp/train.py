@@ -19,6 +19,7 @@ from attnexp.config import check
 from attnexp.run import _section, load_run, training_on_cpu
 from attnexp.data import build_datamodule
 from attnexp.lit import AttnexpModule
+from attnexp.maps.callback import AttentionMaps
 from attnexp.summary import RunRecorder
 
 
@@ -40,6 +41,12 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
     warnings.filterwarnings("ignore", message=".*isinstance.treespec, LeafSpec.*")
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropAdverts())
+    # Under Hydra the root logger already prints (and writes the job's .log): Lightning's own
+    # console handler would print every line twice.
+    lightning_log = logging.getLogger("lightning.pytorch")
+    if logging.getLogger().handlers:
+        for h in list(lightning_log.handlers):
+            lightning_log.removeHandler(h)
 
 
 def train(cfg: DictConfig, out_dir: str | Path, choices: dict | None = None) -> dict:
@@ -74,6 +81,9 @@ def train(cfg: DictConfig, out_dir: str | Path, choices: dict | None = None) -> 
     checkpoint = ModelCheckpoint(dirpath=out / "checkpoints", filename="best-epoch{epoch:02d}", monitor=ck.get("monitor", "val/loss"),
                                  mode=ck.get("mode", "min"), save_top_k=1, save_last=True, auto_insert_metric_name=False)
     callbacks = [checkpoint, recorder]
+    maps = AttentionMaps(run.maps, out) if run.maps.enabled else None
+    if maps:
+        callbacks.append(maps)
     callbacks += [instantiate(c) for c in (cfg.get("callbacks") or {}).values()]
     loggers = [instantiate(lg) for lg in (cfg.get("logger") or {}).values()]
     if loggers:
@@ -86,4 +96,6 @@ def train(cfg: DictConfig, out_dir: str | Path, choices: dict | None = None) -> 
     if run.test and not trainer.interrupted and not trainer.fast_dev_run:
         results = trainer.test(module, datamodule=dm, ckpt_path=checkpoint.best_model_path or None, verbose=False)
         recorder.test_metrics = results[0] if results else {}
+    if maps:
+        recorder.extra["attention_maps"] = {"dir": str(out / "maps"), "alignment": maps.last_alignment}
     return recorder.write(trainer, "interrupted" if trainer.interrupted else "completed")

@@ -1,0 +1,97 @@
+"""AttentionMaps: a Lightning callback that, every `every_n_epochs`, computes the probe set's maps
+from the current weights, logs grids + per-head statistics to the configured loggers and saves
+them under <run>/maps/; at the end of training it writes a GIF per example and viewer.html."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+from lightning.pytorch.utilities import rank_zero_only
+
+from attnexp.config import MapsConfig
+from attnexp.maps import render, stats
+from attnexp.maps.html import write_viewer
+from attnexp.maps.probe import Probe, attention_maps, probe_from
+
+
+class AttentionMaps(L.Callback):
+    def __init__(self, cfg: MapsConfig, out_dir: Path):
+        self.cfg, self.dir = cfg, Path(out_dir) / "maps"
+        self.probe: Probe | None = None
+        self.frames: dict[int, list[bytes]] = {}  # example -> PNG per snapshot
+        self.history: list[tuple[int, np.ndarray]] = []  # (epoch, maps cropped for the viewer)
+        self.last_alignment: dict | None = None
+
+    def setup(self, trainer, pl_module, stage):
+        if self.probe is None and trainer.datamodule is not None:
+            self.probe = probe_from(trainer.datamodule, self.cfg.texts, self.cfg.n_examples)
+
+    def on_validation_epoch_end(self, trainer, pl_module):
+        if trainer.sanity_checking or self.probe is None or (trainer.current_epoch + 1) % self.cfg.every_n_epochs:
+            return
+        w = attention_maps(pl_module.model, self.probe, trainer.datamodule.pad_id)
+        s = stats.head_stats(w, self.probe.lengths)
+        scalars = stats.flat(s)
+        scores = None
+        if self.probe.targets:
+            scores = stats.alignment(w, self.probe.targets)
+            layer, head = np.unravel_index(scores.argmax(), scores.shape)
+            self.last_alignment = {"best": float(scores.max()), "layer": int(layer), "head": int(head)}
+            scalars.update({"align/best": float(scores.max()), "align/best_layer": float(layer),
+                            "align/best_head": float(head)})
+            scalars.update(stats.flat({"alignment": scores}, prefix="align"))
+        pl_module.log_dict(scalars, on_epoch=True)
+        self.save(trainer, w, s, scores)
+
+    @rank_zero_only
+    def save(self, trainer, w: np.ndarray, s: dict, scores) -> None:
+        epoch, step = trainer.current_epoch, trainer.global_step
+        self.dir.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(self.dir / f"epoch{epoch:03d}.npz", weights=w.astype(np.float16),
+                            tokens=np.array([np.array(t, dtype=object) for t in self.probe.tokens], dtype=object),
+                            lengths=np.array(self.probe.lengths), epoch=epoch, step=step,
+                            **{f"stat_{k}": v for k, v in s.items()},
+                            **({"alignment": scores} if scores is not None else {}))
+        n = self.cfg.max_tokens
+        self.history.append((epoch, w[:, :, :, :n, :n].copy()))
+        for b, toks in enumerate(self.probe.tokens):
+            title = f"epoch {epoch} (step {step}) · example {b}" + (" · (alignment score)" if scores is not None else "")
+            img = render.grid(w[:, b], toks, title, n, head_scores=scores)
+            png = render.to_png(img)
+            (self.dir / f"epoch{epoch:03d}_ex{b}.png").write_bytes(png)
+            self.frames.setdefault(b, []).append(png)
+            if self.cfg.images_to_logger:
+                log_image(trainer, f"attention_maps/example{b}", img, step)
+        log_stats_table(trainer, s, step)
+
+    @rank_zero_only
+    def on_fit_end(self, trainer, pl_module):
+        if not self.frames:
+            return
+        if self.cfg.animation:
+            for b, frames in self.frames.items():
+                render.gif(frames, self.dir / f"evolution_ex{b}.gif")
+        if self.cfg.html:
+            write_viewer(self.dir / "viewer.html", self.history, [t[: self.cfg.max_tokens] for t in self.probe.tokens],
+                         title=str(Path(trainer.default_root_dir).name))
+
+
+def log_image(trainer, key: str, img, step: int) -> None:
+    for lg in trainer.loggers:
+        kind = type(lg).__name__
+        if kind == "TensorBoardLogger":
+            lg.experiment.add_image(key, np.asarray(img), step, dataformats="HWC")
+        elif kind == "WandbLogger":
+            lg.log_image(key=key, images=[img], step=step)
+
+
+def log_stats_table(trainer, s: dict, step: int) -> None:
+    """wandb: one Table row per head, so heads can be sorted and filtered in the UI."""
+    names = list(s)
+    L, H = s[names[0]].shape
+    rows = [[step, layer, head, *(float(s[k][layer, head]) for k in names)] for layer in range(L) for head in range(H)]
+    for lg in trainer.loggers:
+        if type(lg).__name__ == "WandbLogger":
+            lg.log_table(key="attention_head_stats", columns=["step", "layer", "head", *names], data=rows, step=step)

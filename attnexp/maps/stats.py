@@ -1,0 +1,76 @@
+"""Per-head statistics of attention maps, over the real (non-padding) query rows.
+
+Input: w (L, B, H, T, T) numpy array of attention weights and lengths (B,) of real tokens.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _rows(lengths, T):
+    """(B, T) True at real query positions."""
+    return np.arange(T)[None, :] < np.asarray(lengths)[:, None]
+
+
+def head_stats(w: np.ndarray, lengths) -> dict[str, np.ndarray]:
+    """Each (L, H): entropy (nats), mean attended distance |i - j|, mass on the first token,
+    and per layer the heads' mean pairwise Jensen-Shannon divergence (0 = identical heads)."""
+    L, B, H, T, _ = w.shape
+    real = _rows(lengths, T)[None, :, None, :]  # (1, B, 1, T)
+    n_rows = _rows(lengths, T).sum()
+    p = np.clip(w, 1e-12, 1.0)
+    entropy = -(w * np.log(p)).sum(-1)  # (L, B, H, T)
+    dist = np.abs(np.arange(T)[:, None] - np.arange(T)[None, :])
+    distance = (w * dist).sum(-1)
+    first = w[..., 0]
+
+    def mean(x):  # over real rows -> (L, H)
+        return (x * real).sum((1, 3)) / n_rows
+
+    return {"entropy": mean(entropy), "distance": mean(distance), "first_token": mean(first),
+            "head_diversity": head_diversity(w, real, n_rows)}
+
+
+def head_diversity(w, real, n_rows) -> np.ndarray:
+    """(L, H): each head's mean Jensen-Shannon divergence from the other heads of its layer."""
+    L, B, H, T, _ = w.shape
+    out = np.zeros((L, H))
+    if H == 1:
+        return out
+    for a in range(H):
+        for b in range(a + 1, H):
+            pa, pb = w[:, :, a], w[:, :, b]
+            m = 0.5 * (pa + pb)
+            js = 0.5 * (_kl(pa, m) + _kl(pb, m))  # (L, B, T)
+            d = (js * real[:, :, 0]).sum((1, 2)) / n_rows
+            out[:, a] += d / (H - 1)
+            out[:, b] += d / (H - 1)
+    return out
+
+
+def _kl(p, q):
+    return (p * (np.log(np.clip(p, 1e-12, 1)) - np.log(np.clip(q, 1e-12, 1)))).sum(-1)
+
+
+def alignment(w: np.ndarray, targets: list[list[tuple[int, int]]]) -> np.ndarray:
+    """(L, H): mean attention mass that each head puts, from each target query position, on the
+    key position the task requires. `targets[b]` lists (query, key) pairs of example b."""
+    L, B, H, T, _ = w.shape
+    total, count = np.zeros((L, H)), 0
+    for b, pairs in enumerate(targets):
+        for q, k in pairs:
+            total += w[:, b, :, q, k]
+            count += 1
+    return total / max(count, 1)
+
+
+def flat(stats: dict[str, np.ndarray], prefix: str = "attn") -> dict[str, float]:
+    """{'attn/L0H1/entropy': ...} for scalar loggers, plus per-layer means."""
+    out = {}
+    for name, a in stats.items():
+        for layer in range(a.shape[0]):
+            for head in range(a.shape[1]):
+                out[f"{prefix}/L{layer}H{head}/{name}"] = float(a[layer, head])
+            out[f"{prefix}/L{layer}/{name}"] = float(a[layer].mean())
+    return out
