@@ -160,3 +160,26 @@ def test_fused_head_mask_silences_a_head_on_every_backend(backend):
         torch.testing.assert_close(y, y_ref, **close)
         torch.testing.assert_close(output_from_weights(ref, x, w_ref), y_ref, **close)
         assert not torch.allclose(y, ref(x, spec(ref, "causal"))[0])
+
+
+@pytest.mark.parametrize("name", ["fused", "alibi", "rotary", "gqa", "linear", "torch_mha"])
+@pytest.mark.parametrize("backend", ["eager", "fast"])
+@pytest.mark.parametrize("mode", ["bf16-true", "bf16-mixed"])
+def test_bf16_matches_fp32(name, backend, mode):
+    """What a GPU trains in: bf16 weights (bf16-true) or fp32 weights under autocast (bf16-mixed,
+    Lightning's GPU default here). CPU autocast runs the same code paths."""
+    from attnexp import attention
+
+    be = "eager" if backend == "eager" else attention.get(name).backends[1]
+    mod = build(name, be)
+    x, valid = torch.randn(B, T, D), pad_valid()
+    y32, _ = mod(x, spec(mod, "causal", valid))
+    if mode == "bf16-true":
+        mod = mod.to(torch.bfloat16)
+        y16, w16 = mod(x.bfloat16(), spec(mod, "causal", valid), need_weights=True)
+    else:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y16, w16 = mod(x, spec(mod, "causal", valid), need_weights=True)
+    assert y16.dtype == torch.bfloat16 or mode == "bf16-mixed"
+    torch.testing.assert_close(y16.float()[valid], y32[valid], atol=0.15, rtol=0.05)
+    torch.testing.assert_close(w16.float().sum(-1), torch.ones(w16.shape[:-1]), atol=0.02, rtol=0)

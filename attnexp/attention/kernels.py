@@ -36,7 +36,7 @@ def eager(q, k, v, mask: MaskSpec, *, scale, bias=None, dropout_p=0.0, training=
         k, v = k.repeat_interleave(H // G, dim=1), v.repeat_interleave(H // G, dim=1)
     scores = (q @ k.transpose(-2, -1)) * scale
     if bias is not None:
-        scores = scores + bias
+        scores = scores + bias.to(scores.dtype)  # float32 slopes must not upcast bf16 scores
     additive = torch.zeros((), dtype=scores.dtype, device=scores.device).masked_fill(
         ~mask.allowed(T, q.device), float("-inf")
     )

@@ -13,6 +13,9 @@ USAGE = 'usage: python -m attnexp maps ckpt=PATH text="some text" [text="more"] 
 
 def parse(argv: list[str]) -> dict:
     args: dict = {"text": []}
+    if any(a in ("-h", "--help") for a in argv):
+        print(USAGE)
+        raise SystemExit(0)
     for a in argv:
         key, sep, value = a.partition("=")
         if not sep or key not in ("ckpt", "text", "out", "max_tokens"):
