@@ -65,7 +65,7 @@ def maps_cli(argv: list[str]) -> int:
                         tokens=np.array([np.array(t, dtype=object) for t in probe.tokens], dtype=object),
                         **{f"stat_{k}": v for k, v in s.items()})
     for b, toks in enumerate(probe.tokens):
-        img = render.grid(w[:, b], toks, f"{path.name} · text {b}", n)
+        img = render.quantize(render.grid(w[:, b], toks, f"{path.name} · text {b}", n))
         (out / f"text{b}.png").write_bytes(render.to_png(img))
     write_viewer(out / "viewer.html", [(int(ckpt.get("epoch", 0)), w[:, :, :, :n, :n])], [t[:n] for t in probe.tokens],
                  title=path.name)
