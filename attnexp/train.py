@@ -42,11 +42,13 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=".*isinstance.treespec, LeafSpec.*")
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropAdverts())
     # Under Hydra the root logger already prints (and writes the job's .log): Lightning's own
-    # console handler would print every line twice.
-    lightning_log = logging.getLogger("lightning.pytorch")
+    # console handlers would print every line twice.
     if logging.getLogger().handlers:
-        for h in list(lightning_log.handlers):
-            lightning_log.removeHandler(h)
+        for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
+            lg = logging.getLogger(name)
+            for h in list(lg.handlers):
+                lg.removeHandler(h)
+            lg.propagate = True
 
 
 def train(cfg: DictConfig, out_dir: str | Path, choices: dict | None = None) -> dict:
