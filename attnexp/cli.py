@@ -31,6 +31,28 @@ def conf_dir() -> Path:
     raise FileNotFoundError("attnexp's conf/ folder is missing; reinstall with `pip install -e .` from the repo")
 
 
+def compose(overrides: list[str], out_dir: str | Path = "unused"):
+    """The config `attnexp train OVERRIDES` would run, for scripts, notebooks and tests: same conf
+    dir, schemas and defaults; `paths.output_dir` set to `out_dir` (Hydra's run dir in the CLI)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict, read_write
+
+    from attnexp.config import register_schemas
+
+    register_schemas()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        cfg = hydra_compose("config", overrides=list(overrides), return_hydra_config=True)
+        with read_write(cfg), open_dict(cfg):
+            cfg.paths.output_dir = str(out_dir)
+            cfg.hydra.runtime.output_dir = str(out_dir)
+        HydraConfig.instance().set_config(cfg)  # lets ${hydra:...} interpolations resolve
+    return cfg
+
+
 def train_cli(argv: list[str]) -> int:
     import hydra
     from hydra.core.hydra_config import HydraConfig

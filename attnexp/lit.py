@@ -14,9 +14,9 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 from torchmetrics.text import Perplexity
 
 from attnexp.config import AttentionConfig, ModelConfig, OptimConfig, TaskConfig
+from attnexp.data.collate import IGNORE
 from attnexp.model import Transformer, lm_loss
 
-IGNORE = -100
 STAGES = ("train", "val", "test")
 
 

@@ -14,21 +14,18 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
+from attnexp.cli import compose as compose_cfg  # the same composition as `attnexp train`
+from attnexp.data import build_datamodule
+from attnexp.run import load_run
+from attnexp.train import train
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))  # compose_cfg: the same composition as the CLI
-
-from conftest import compose_cfg  # noqa: E402
-
-from attnexp.data import build_datamodule  # noqa: E402
-from attnexp.run import load_run  # noqa: E402
-from attnexp.train import train  # noqa: E402
 
 SETTINGS = {"raw": [], "clean": ["data.remove=[headers,footers,quotes]"]}
 TFIDF_SVM = {"raw": 0.861, "clean": 0.697}

@@ -41,8 +41,8 @@ class LengthBuckets(Sampler[list[int]]):
 class TokenDataModule(L.LightningDataModule):
     """Shared by every data set: lists of token-id items in, padded batches out.
 
-    Subclasses fill `self.splits` ({"train": [...], "val": [...], maybe "test": [...]}), set
-    `vocab_size`, `num_classes`, `pad_id`, `mask_id`, `first_word_id`, and implement `decode`.
+    Subclasses fill `self.splits` ({"train": [...], "val": [...], maybe "test": [...]}) in setup()
+    and set `vocab_size`, `num_classes`, `pad_id`, `mask_id`, `first_word_id` and `encoder`.
     """
 
     def __init__(self, cfg, task: TaskConfig, causal: bool):
