@@ -30,25 +30,28 @@ class AttnexpModule(L.LightningModule):
         self.classify = self.tcfg.name == "classify"
         self.model = Transformer(self.mcfg, self.acfg, vocab_size, head="classify" if self.classify else "lm",
                                  num_classes=num_classes, pooling=self.tcfg.pooling)
-        self.metrics = nn.ModuleDict({f"{s}_": self._metrics(vocab_size, num_classes) for s in STAGES})  # "train" is a Module method
+        self.metrics = nn.ModuleDict({f"{s}_": self._metrics(vocab_size, num_classes, s) for s in STAGES})  # "train" is a Module method
 
     @classmethod
     def from_configs(cls, m: ModelConfig, a: AttentionConfig, t: TaskConfig, o: OptimConfig, vocab_size: int,
                      num_classes: int | None) -> "AttnexpModule":
         return cls(asdict(m), asdict(a), asdict(t), asdict(o), vocab_size, num_classes)
 
-    def _metrics(self, vocab_size: int, num_classes: int | None) -> MetricCollection:
+    def _metrics(self, vocab_size: int, num_classes: int | None, stage: str) -> MetricCollection:
         if self.classify:
             return MetricCollection({"acc": MulticlassAccuracy(num_classes, average="micro"),
                                      "f1_macro": MulticlassF1Score(num_classes, average="macro")})
-        return MetricCollection({"acc": MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE),
-                                 "ppl": Perplexity(ignore_index=IGNORE)})
+        lm = {"acc": MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE)}
+        if stage != "train":  # a second log_softmax over (B, T, V) every step; train ppl = exp(train/loss)
+            lm["ppl"] = Perplexity(ignore_index=IGNORE)
+        return MetricCollection(lm)
 
     def forward(self, input_ids, pad_mask=None, need_weights=False):
         return self.model(input_ids, pad_mask, need_weights=need_weights)
 
     def model_step(self, batch: dict, stage: str) -> torch.Tensor:
-        logits = self.model(batch["input_ids"], batch["pad_mask"]).logits
+        pad = batch["pad_mask"] if batch.get("padded", True) else None
+        logits = self.model(batch["input_ids"], pad).logits
         labels = batch["labels"]
         metrics = self.metrics[f"{stage}_"]
         if self.classify:
@@ -57,7 +60,8 @@ class AttnexpModule(L.LightningModule):
         else:
             loss = lm_loss(logits, labels)
             metrics["acc"].update(logits.detach().flatten(0, 1), labels.flatten())
-            metrics["ppl"].update(logits.detach().float(), labels)
+            if "ppl" in metrics:
+                metrics["ppl"].update(logits.detach().float(), labels)
         B = batch["input_ids"].shape[0]
         self.log(f"{stage}/loss", loss, on_step=stage == "train", on_epoch=True, prog_bar=True, batch_size=B)
         self.log_dict({f"{stage}/{k}": m for k, m in metrics.items()}, on_step=False, on_epoch=True,

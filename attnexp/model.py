@@ -71,9 +71,8 @@ class Transformer(nn.Module):
         B, T = input_ids_BT.shape
         if T > self.m.max_len:
             raise ValueError(f"sequence length {T} exceeds model.max_len={self.m.max_len}")
-        # A mask with no padding in the batch lets SDPA take its fastest (flash, is_causal) path.
-        key_valid = None if pad_mask_BT is None or bool(pad_mask_BT.all()) else pad_mask_BT
-        mask = MaskSpec(causal=self.a.causal, key_valid_BT=key_valid, window=self.a.window)
+        # pad_mask_BT=None (a batch without padding) lets SDPA take its fastest (flash, is_causal) path.
+        mask = MaskSpec(causal=self.a.causal, key_valid_BT=pad_mask_BT, window=self.a.window)
         x = self.tok_emb(input_ids_BT)
         if self.pos_emb is not None:
             x = x + self.pos_emb(torch.arange(T, device=x.device))

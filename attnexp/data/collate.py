@@ -2,7 +2,8 @@
 
 Items are dicts with `input_ids` (list[int]), `idx`, and optionally `label` (classification) or
 `labels` (per-token targets already given, e.g. the synthetic tasks; -100 = no loss).
-Output: input_ids (B, T), pad_mask (B, T) True at real tokens, labels (B, T) or (B,).
+Output: input_ids (B, T), pad_mask (B, T) True at real tokens, labels (B, T) or (B,), and
+`padded` (a Python bool: does any sequence of the batch have padding).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ class Collator:
         for b, it in enumerate(items):
             ids[b, : lengths[b]] = torch.as_tensor(it["input_ids"])
         pad_mask = torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]
-        batch = {"input_ids": ids, "pad_mask": pad_mask}
+        # Known here on the CPU for free; the model would need a device sync to find out.
+        batch = {"input_ids": ids, "pad_mask": pad_mask, "padded": min(lengths) < T}
         if self.objective == "classify":
             batch["labels"] = torch.tensor([it["label"] for it in items])
         elif self.objective == "next":
