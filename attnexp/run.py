@@ -12,9 +12,9 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp import attention
+from attnexp.config import (AttentionConfig, MapsConfig, ModelConfig, OptimConfig, TaskConfig, check, from_dict,
+                            resolve_task, validate_maps, validate_model, validate_optim, validate_task)
 from attnexp.data.configs import load_data_config
-from attnexp.config import (AttentionConfig, MapsConfig, validate_maps, ModelConfig, OptimConfig, TaskConfig, check, from_dict, resolve_task,
-                            validate_model, validate_optim, validate_task)
 
 
 @dataclass
@@ -31,7 +31,8 @@ class Run:
     maps: MapsConfig
 
 
-def _section(cfg: DictConfig, key: str) -> dict:
+def section(cfg: DictConfig, key: str) -> dict:
+    """cfg[key] as a plain, resolved dict ({} when absent)."""
     node = cfg.get(key)
     return {} if node is None else OmegaConf.to_container(node, resolve=True)
 
@@ -43,25 +44,24 @@ def training_on_cpu(trainer: dict) -> bool:
 
 def load_run(cfg: DictConfig) -> Run:
     """The one place a DictConfig turns into typed objects; every mistake is a ConfigError."""
-    a = from_dict(AttentionConfig, _section(cfg, "attention"), "attention")
-    m = from_dict(ModelConfig, _section(cfg, "model"), "model")
-    t = from_dict(TaskConfig, _section(cfg, "task"), "task")
-    o = from_dict(OptimConfig, _section(cfg, "optim"), "optim")
-    trainer = _section(cfg, "trainer")
+    a = from_dict(AttentionConfig, section(cfg, "attention"), "attention")
+    m = from_dict(ModelConfig, section(cfg, "model"), "model")
+    t = from_dict(TaskConfig, section(cfg, "task"), "task")
+    o = from_dict(OptimConfig, section(cfg, "optim"), "optim")
+    trainer = section(cfg, "trainer")
     validate_model(m)
     attention.validate(a, m, training_on_cpu=training_on_cpu(trainer))
     validate_task(t, a)
     validate_optim(o)
-    data = load_data_config(_section(cfg, "data"), t)
+    data = load_data_config(section(cfg, "data"), t)
     check(data.max_len <= m.max_len,
           f"data.max_len={data.max_len} is longer than model.max_len={m.max_len}; raise model.max_len or lower data.max_len")
     resume = cfg.get("resume")
     check(resume is None or Path(resume).is_file(), f"resume={resume!r}: no such checkpoint file")
-    maps = from_dict(MapsConfig, _section(cfg, "maps"), "maps")
+    maps = from_dict(MapsConfig, section(cfg, "maps"), "maps")
     validate_maps(maps)
     return Run(a, m, resolve_task(t, a), o, data, trainer, int(cfg.get("seed", 0)), resume, bool(cfg.get("test", True)),
                maps)
-
 
 
 def write_json(path: Path, data: dict) -> None:

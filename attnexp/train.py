@@ -16,7 +16,7 @@ from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp.config import check
-from attnexp.run import _section, load_run, training_on_cpu
+from attnexp.run import load_run, section, training_on_cpu
 from attnexp.data import build_datamodule
 from attnexp.lit import AttnexpModule
 from attnexp.maps.callback import AttentionMaps
@@ -56,7 +56,7 @@ def train(cfg: DictConfig, out_dir: str | Path, choices: dict | None = None) -> 
     run = load_run(cfg)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    resolved = OmegaConf.create({k: _section(cfg, k) if OmegaConf.is_config(cfg[k]) else cfg[k]
+    resolved = OmegaConf.create({k: section(cfg, k) if OmegaConf.is_config(cfg[k]) else cfg[k]
                                  for k in cfg if k != "hydra"})
     (out / "config_resolved.yaml").write_text(OmegaConf.to_yaml(resolved))
     quiet_lightning()

@@ -8,9 +8,7 @@ CONF = conf_dir()
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 
-def compose_cfg(overrides: list[str], out_dir: Path | str = "unused"):
-    """Compose exactly as `python -m attnexp train` does (attnexp.cli.compose)."""
-    return compose(overrides, out_dir)
+compose_cfg = compose  # exactly as `python -m attnexp train` composes
 
 
 def options(group: str) -> list[str]:

@@ -13,7 +13,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from attnexp.config import MapsConfig
 from attnexp.maps import render, stats
 from attnexp.maps.html import write_viewer
-from attnexp.maps.probe import Probe, attention_maps, probe_from
+from attnexp.maps.probe import Probe, attention_maps, probe_from, save_npz
 
 
 class AttentionMaps(L.Callback):
@@ -51,11 +51,8 @@ class AttentionMaps(L.Callback):
     def save(self, trainer, w: np.ndarray, s: dict, scores) -> None:
         epoch, step = trainer.current_epoch, trainer.global_step
         self.dir.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(self.dir / f"epoch{epoch:03d}.npz", weights=w.astype(np.float16),
-                            tokens=np.array([np.array(t, dtype=object) for t in self.probe.tokens], dtype=object),
-                            lengths=np.array(self.probe.lengths), epoch=epoch, step=step,
-                            **{f"stat_{k}": v for k, v in s.items()},
-                            **({"alignment": scores} if scores is not None else {}))
+        save_npz(self.dir / f"epoch{epoch:03d}.npz", w, self.probe, s, epoch=epoch, step=step,
+                 **({"alignment": scores} if scores is not None else {}))
         n = self.cfg.max_tokens
         self.history.append((epoch, w[:, :, :, :n, :n].copy()))
         for b, toks in enumerate(self.probe.tokens):

@@ -6,8 +6,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
-
 USAGE = 'usage: python -m attnexp maps ckpt=PATH text="some text" [text="more"] [out=DIR] [max_tokens=64]'
 
 
@@ -44,7 +42,7 @@ def maps_cli(argv: list[str]) -> int:
     from attnexp.lit import AttnexpModule
     from attnexp.maps import render, stats
     from attnexp.maps.html import write_viewer
-    from attnexp.maps.probe import Probe, attention_maps
+    from attnexp.maps.probe import Probe, attention_maps, save_npz
 
     args = parse(argv)
     path = Path(args["ckpt"])
@@ -60,10 +58,7 @@ def maps_cli(argv: list[str]) -> int:
     out = Path(args.get("out") or path.parent.parent / "maps" / f"custom_{path.stem}")
     out.mkdir(parents=True, exist_ok=True)
     n = int(args.get("max_tokens", 64))
-    s = stats.head_stats(w, probe.lengths)
-    np.savez_compressed(out / "maps.npz", weights=w.astype(np.float16), lengths=np.array(probe.lengths),
-                        tokens=np.array([np.array(t, dtype=object) for t in probe.tokens], dtype=object),
-                        **{f"stat_{k}": v for k, v in s.items()})
+    save_npz(out / "maps.npz", w, probe, stats.head_stats(w, probe.lengths))
     for b, toks in enumerate(probe.tokens):
         img = render.quantize(render.grid(w[:, b], toks, f"{path.name} · text {b}", n))
         (out / f"text{b}.png").write_bytes(render.to_png(img))

@@ -53,3 +53,11 @@ def attention_maps(model, probe: Probe, pad_id: int) -> np.ndarray:
     w = torch.stack(out.attn).float()  # (L, B, H, T, T)
     w = w * pad[None, :, None, :, None] * pad[None, :, None, None, :]
     return w.cpu().numpy()
+
+
+def save_npz(path, w: np.ndarray, probe: Probe, head_stats: dict, **extra) -> None:
+    """One layout for every maps file (the callback's epochNNN.npz and `attnexp maps`' maps.npz):
+    fp16 weights (L, B, H, T, T), tokens and lengths per example, stat_<name> (L, H), extras."""
+    np.savez_compressed(path, weights=w.astype(np.float16), lengths=np.array(probe.lengths),
+                        tokens=np.array([np.array(t, dtype=object) for t in probe.tokens], dtype=object),
+                        **{f"stat_{k}": v for k, v in head_stats.items()}, **extra)

@@ -16,7 +16,7 @@ def _rows(lengths, T):
 def head_stats(w: np.ndarray, lengths) -> dict[str, np.ndarray]:
     """Each (L, H): entropy (nats), mean attended distance |i - j|, mass on the first token,
     and per layer the heads' mean pairwise Jensen-Shannon divergence (0 = identical heads)."""
-    L, B, H, T, _ = w.shape
+    T = w.shape[-1]
     real = _rows(lengths, T)[None, :, None, :]  # (1, B, 1, T)
     n_rows = _rows(lengths, T).sum()
     p = np.clip(w, 1e-12, 1.0)
