@@ -81,6 +81,30 @@ class MapsConfig:
     html: bool = True  # maps/viewer.html at the end of training
 
 
+@dataclass
+class CheckpointConfig:
+    monitor: str = "val/loss"  # the metric that picks `best-epochNN.ckpt` (and the checkpoint `test` uses)
+    mode: str = "auto"  # auto | min | max  (auto: max for acc/f1/align, min for loss/ppl)
+
+
+def monitored_metrics(t: TaskConfig, data_name: str, maps_enabled: bool) -> list[str]:
+    """What a run logs at the end of every validation, so `checkpoint.monitor` can be checked up front
+    (train/* epoch values arrive after the checkpoint is taken, so they are not offered)."""
+    names = ["val/loss", "val/acc", "val/f1_macro" if t.name == "classify" else "val/ppl"]
+    if data_name == "synthetic" and maps_enabled:
+        names.append("align/best")
+    return names
+
+
+def resolve_checkpoint(c: CheckpointConfig, logged: list[str]) -> CheckpointConfig:
+    check(c.monitor in logged, f"checkpoint.monitor={c.monitor!r} is not a metric this run logs at validation; "
+                               f"choose one of: {', '.join(logged)}")
+    one_of(c.mode, ("auto", "min", "max"), "checkpoint.mode")
+    metric = c.monitor.rsplit("/", 1)[-1]
+    mode = c.mode if c.mode != "auto" else ("min" if metric in ("loss", "ppl") else "max")
+    return CheckpointConfig(monitor=c.monitor, mode=mode)
+
+
 def validate_maps(m: MapsConfig) -> None:
     check(m.every_n_epochs >= 1, f"maps.every_n_epochs={m.every_n_epochs} must be >= 1")
     check(m.n_examples >= 1, f"maps.n_examples={m.n_examples} must be >= 1")

@@ -12,8 +12,9 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp import attention
-from attnexp.config import (AttentionConfig, MapsConfig, ModelConfig, OptimConfig, TaskConfig, check, from_dict,
-                            resolve_task, validate_maps, validate_model, validate_optim, validate_task)
+from attnexp.config import (AttentionConfig, CheckpointConfig, MapsConfig, ModelConfig, OptimConfig, TaskConfig, check,
+                            from_dict, monitored_metrics, resolve_checkpoint, resolve_task, validate_maps, validate_model,
+                            validate_optim, validate_task)
 from attnexp.data.configs import load_data_config
 
 
@@ -29,6 +30,7 @@ class Run:
     resume: str | None
     test: bool
     maps: MapsConfig
+    checkpoint: CheckpointConfig  # mode resolved from the metric when `auto`
 
 
 def section(cfg: DictConfig, key: str) -> dict:
@@ -60,8 +62,10 @@ def load_run(cfg: DictConfig) -> Run:
     check(resume is None or Path(resume).is_file(), f"resume={resume!r}: no such checkpoint file")
     maps = from_dict(MapsConfig, section(cfg, "maps"), "maps")
     validate_maps(maps)
+    ckpt = from_dict(CheckpointConfig, section(cfg, "checkpoint"), "checkpoint")
+    ckpt = resolve_checkpoint(ckpt, monitored_metrics(t, data.name, maps.enabled))
     return Run(a, m, resolve_task(t, a), o, data, trainer, int(cfg.get("seed", 0)), resume, bool(cfg.get("test", True)),
-               maps)
+               maps, ckpt)
 
 
 def write_json(path: Path, data: dict) -> None:

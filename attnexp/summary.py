@@ -56,7 +56,8 @@ class RunRecorder(L.Callback):
         n = batch["pad_mask"].sum()
         self.tokens = n if self.tokens is None else self.tokens + n
 
-    def on_validation_epoch_end(self, trainer, pl_module):
+    def on_validation_end(self, trainer, pl_module):
+        # not on_validation_epoch_end: callbacks run before the module's hook, which logs the epoch's metrics
         if not trainer.sanity_checking:
             self.final_val = {k: v for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
             self.history.append({"epoch": trainer.current_epoch, "step": trainer.global_step, **_floats(self.final_val)})

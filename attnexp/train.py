@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -51,8 +52,10 @@ def quiet_lightning() -> None:
             lg.propagate = True
 
 
-def train(cfg: DictConfig, out_dir: str | Path, choices: dict | None = None) -> dict:
-    """Train one run into `out_dir`; returns the summary (also written to out_dir/summary.json)."""
+def train(cfg: DictConfig, out_dir: str | Path, choices: dict | None = None,
+          callbacks: Sequence[L.Callback] = ()) -> dict:
+    """Train one run into `out_dir`; returns the summary (also written to out_dir/summary.json).
+    `callbacks`: Lightning callbacks of the caller's, added to those the config builds."""
     run = load_run(cfg)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -79,13 +82,10 @@ def train(cfg: DictConfig, out_dir: str | Path, choices: dict | None = None) -> 
         "task": asdict(run.task),
         "seed": run.seed,
     })
-    ck = cfg.get("checkpoint") or {}
-    checkpoint = ModelCheckpoint(dirpath=out / "checkpoints", filename="best-epoch{epoch:02d}", monitor=ck.get("monitor", "val/loss"),
-                                 mode=ck.get("mode", "min"), save_top_k=1, save_last=True, auto_insert_metric_name=False)
-    callbacks = [checkpoint, recorder]
+    checkpoint = ModelCheckpoint(dirpath=out / "checkpoints", filename="best-epoch{epoch:02d}", monitor=run.checkpoint.monitor,
+                                 mode=run.checkpoint.mode, save_top_k=1, save_last=True, auto_insert_metric_name=False)
     maps = AttentionMaps(run.maps, out) if run.maps.enabled else None
-    if maps:
-        callbacks.append(maps)
+    callbacks = [checkpoint, recorder, *([maps] if maps else []), *callbacks]
     callbacks += [instantiate(c) for c in (cfg.get("callbacks") or {}).values()]
     loggers = [instantiate(lg) for lg in (cfg.get("logger") or {}).values()]
     if loggers:

@@ -35,6 +35,12 @@ def test_groups_exist():
     ("attention.backend=flex", "trains only on CUDA"),
     ("attention.window=4", "attention.window only applies to sliding_window"),
     ("task.objective=next,attention.mask=bidirectional", "lets every position see"),
+    ("checkpoint.monitor=val/accuracy", "checkpoint.monitor='val/accuracy' is not a metric this run logs at validation; choose one of: val/loss"),
+    ("checkpoint.monitor=val/f1_macro", "'val/f1_macro' is not a metric this run logs"),  # an lm run has no F1
+    ("checkpoint.monitor=train/loss", "'train/loss' is not a metric this run logs"),  # arrives after the checkpoint
+    ("checkpoint.monitor=align/best", "'align/best' is not a metric this run logs"),  # only synthetic tasks score heads
+    ("checkpoint.mode=maximum", "checkpoint.mode='maximum' is not one of: auto, min, max"),
+    ("+checkpoint.every=2", "checkpoint: unknown key(s) every"),
 ])
 def test_bad_values_fail_with_a_message_naming_them(override, needle, tmp_path):
     cfg = compose_cfg(override.split(","), tmp_path)
@@ -45,3 +51,16 @@ def test_bad_values_fail_with_a_message_naming_them(override, needle, tmp_path):
 def test_gqa_heads_must_divide():
     with pytest.raises(ConfigError, match="n_kv_heads=3 must divide model.n_heads=4"):
         load_run(compose_cfg(["attention=gqa", "attention.n_kv_heads=3"]))
+
+
+@pytest.mark.parametrize("overrides,monitor,mode", [
+    ([], "val/loss", "min"),
+    (["checkpoint.monitor=val/acc"], "val/acc", "max"),
+    (["checkpoint.monitor=val/ppl"], "val/ppl", "min"),
+    (["checkpoint.monitor=val/acc", "checkpoint.mode=min"], "val/acc", "min"),  # explicit mode wins
+    (["experiment=newsgroups"], "val/acc", "max"),
+    (["experiment=copy", "checkpoint.monitor=align/best"], "align/best", "max"),
+])
+def test_checkpoint_mode_follows_the_metric(overrides, monitor, mode, tmp_path):
+    run = load_run(compose_cfg(overrides, tmp_path))
+    assert (run.checkpoint.monitor, run.checkpoint.mode) == (monitor, mode)

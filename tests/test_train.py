@@ -47,6 +47,42 @@ def test_short_run_learns_and_writes_outputs(tmp_path):
     assert m(ids).logits.shape == (2, 8, s["data"]["vocab_size"])
 
 
+def test_logged_metrics_are_what_they_say(tmp_path):
+    """Loss and metrics accumulate on the device and are logged once an epoch (train/loss also at
+    the logging steps): check them against a hand-computed pass over the validation split."""
+    import csv
+
+    from attnexp.data import build_datamodule
+    from attnexp.model import lm_loss
+    from attnexp.run import load_run
+
+    cfg = compose_cfg(["trainer.max_epochs=2", "data.n_sentences=300", "logger=csv", "trainer.log_every_n_steps=2",
+                       "trainer.enable_progress_bar=false", "maps.enabled=false"], tmp_path)
+    s = train(cfg, tmp_path)
+    rows = list(csv.DictReader(next(tmp_path.rglob("metrics.csv")).open()))
+    steps = [int(r["step"]) for r in rows if r.get("train/loss")]
+    assert steps and all((st + 1) % 2 == 0 for st in steps), steps
+    for key in ("train/loss_epoch", "train/acc", "val/loss", "val/acc", "val/ppl"):
+        assert sum(1 for r in rows if r.get(key)) == 2, key  # once per epoch
+
+    run = load_run(cfg)
+    dm = build_datamodule(run.data, run.task, causal=run.attention.causal)
+    dm.setup("fit")
+    model = AttnexpModule.load_from_checkpoint(s["checkpoints"]["last"]).eval().model
+    loss_sum = n = correct = counted = 0
+    with torch.no_grad():
+        for b in dm.val_dataloader():
+            logits = model(b["input_ids"], b["pad_mask"]).logits
+            B = b["input_ids"].shape[0]
+            loss_sum, n = loss_sum + lm_loss(logits, b["labels"]).item() * B, n + B
+            keep = b["labels"] != -100
+            correct += ((logits.argmax(-1) == b["labels"]) & keep).sum().item()
+            counted += keep.sum().item()
+    last = s["metrics"]["history"][-1]
+    assert last["val/loss"] == pytest.approx(loss_sum / n, rel=1e-4)
+    assert last["val/acc"] == pytest.approx(correct / counted, rel=1e-4)
+
+
 def run_cli(*args, cwd):
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     return subprocess.run([sys.executable, "-m", "attnexp", *args], cwd=cwd, env=env, capture_output=True,
