@@ -1,0 +1,199 @@
+#!/usr/bin/env python
+"""What the framework costs over a plain PyTorch loop, training the same model on the same batches.
+
+Three arms, each in a fresh process, alternating, `--repeats` times; medians are reported:
+
+- `plain`: a nanoGPT-style loop written by hand: the same `Transformer`, DataLoaders, AdamW groups,
+  warmup+cosine schedule and gradient clipping; a validation pass (loss, accuracy) and a
+  `torch.save` of model + optimizer after every epoch; bf16 autocast on a GPU.
+- `lean`: `attnexp train maps.enabled=false logger=none trainer.enable_progress_bar=false`:
+  Lightning, our module, torchmetrics, checkpointing and summary.json, nothing to look at.
+- `default`: `attnexp train` as the README runs it: progress bar, TensorBoard, map logging.
+
+    python scripts/bench_framework_overhead.py --repeats 3
+    python scripts/bench_framework_overhead.py experiment=copy          # overrides for every arm
+
+Step time is the median interval between the starts of consecutive training batches in every
+epoch but the first (data loading, forward, backward, optimizer, hooks, logging; not validation).
+Fit time runs from the first training batch's epoch to the end of the last epoch, validation and
+checkpoints included. Prints a table and writes scripts/results/framework_overhead_<device>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+ARMS = {"plain": [], "lean": ["maps.enabled=false", "logger=none", "trainer.enable_progress_bar=false"], "default": []}
+
+
+class StepClock:
+    """Batch-start times per epoch; the same clock for both loops."""
+
+    def __init__(self):
+        self.epochs: list[list[float]] = []
+
+    def epoch(self):
+        self.epochs.append([])
+
+    def tick(self):
+        self.epochs[-1].append(time.perf_counter())
+
+    def step_ms(self) -> float:
+        gaps = [b - a for ts in self.epochs[1:] for a, b in zip(ts, ts[1:])]
+        return round(1000 * statistics.median(gaps), 3) if gaps else float("nan")
+
+
+def _lightning_clock():
+    import lightning as L
+
+    class ClockCallback(L.Callback):
+        def __init__(self):
+            self.clock = StepClock()
+
+        def on_train_epoch_start(self, trainer, pl_module):
+            self.clock.epoch()
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            self.clock.tick()
+
+    return ClockCallback()
+
+
+def run_attnexp(overrides: list[str], out_dir: Path) -> dict:
+    from attnexp.cli import compose
+    from attnexp.train import train
+
+    clock = _lightning_clock()
+    s = train(compose(overrides, out_dir), out_dir, callbacks=[clock])
+    return {"fit_s": s["train_time_s"], "step_ms": clock.clock.step_ms(), "steps": s["steps"],
+            "device": s["device"], "final_val_loss": s["metrics"]["final"].get("val/loss")}
+
+
+def run_plain(overrides: list[str], out_dir: Path) -> dict:
+    """The loop a researcher would write with nothing but torch (nanoGPT's train.py, shortened)."""
+    import random
+
+    import torch.nn.functional as F
+
+    from attnexp.cli import compose
+    from attnexp.data import build_datamodule
+    from attnexp.lit import warmup_cosine
+    from attnexp.model import Transformer, lm_loss
+    from attnexp.run import load_run, training_on_cpu
+
+    run = load_run(compose(overrides, out_dir))
+    random.seed(run.seed)
+    torch.manual_seed(run.seed)
+    torch.set_float32_matmul_precision("high")
+    device = torch.device("cpu" if training_on_cpu(dict(run.trainer)) or not torch.cuda.is_available() else "cuda")
+    dm = build_datamodule(run.data, run.task, causal=run.attention.causal, run_dir=str(out_dir))
+    dm.setup("fit")
+    classify = run.task.name == "classify"
+    model = Transformer(run.model, run.attention, dm.vocab_size, head="classify" if classify else "lm",
+                        num_classes=dm.num_classes, pooling=run.task.pooling).to(device)
+    o = run.optim
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2], "weight_decay": o.weight_decay},
+                             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
+                            lr=o.lr, betas=tuple(o.betas), fused=device.type == "cuda")
+    train_dl, val_dl = dm.train_dataloader(), dm.val_dataloader()
+    epochs = run.trainer["max_epochs"]
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(o.warmup_steps, epochs * len(train_dl), o.min_lr_ratio))
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
+    clip = run.trainer.get("gradient_clip_val") or 0.0
+
+    def step(batch):
+        batch = {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
+        with autocast:
+            logits = model(batch["input_ids"], batch["pad_mask"] if batch["padded"] else None).logits
+            loss = F.cross_entropy(logits, batch["labels"]) if classify else lm_loss(logits, batch["labels"])
+        return loss, logits, batch["labels"]
+
+    clock = StepClock()
+    t0 = time.perf_counter()
+    for _ in range(epochs):
+        model.train()
+        clock.epoch()
+        for batch in train_dl:
+            clock.tick()
+            loss, _, _ = step(batch)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            opt.step()
+            sched.step()
+        model.eval()
+        tot = torch.zeros(3, device=device)  # loss sum, correct, counted
+        with torch.no_grad():
+            for batch in val_dl:
+                loss, logits, labels = step(batch)
+                keep = labels != -100
+                n = keep.sum()
+                tot += torch.stack([loss.float() * n, ((logits.argmax(-1) == labels) & keep).sum(), n])
+        val_loss = (tot[0] / tot[2]).item()
+        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, out_dir / "last.pt")
+    fit_s = time.perf_counter() - t0
+    return {"fit_s": round(fit_s, 2), "step_ms": clock.step_ms(), "steps": epochs * len(train_dl),
+            "device": torch.cuda.get_device_name(0) if device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)",
+            "final_val_loss": round(val_loss, 6)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--arms", default=",".join(ARMS), help="comma list of: plain, lean, default")
+    ap.add_argument("--arm", choices=sorted(ARMS), help=argparse.SUPPRESS)  # one arm, in this process
+    ap.add_argument("--result", help=argparse.SUPPRESS)
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides for every arm, e.g. experiment=copy")
+    args = ap.parse_args()
+
+    if args.arm:
+        out_dir = Path(tempfile.mkdtemp(prefix=f"overhead-{args.arm}-"))
+        fn = run_plain if args.arm == "plain" else run_attnexp
+        Path(args.result).write_text(json.dumps(fn([*ARMS[args.arm], *args.overrides], out_dir)))
+        return
+
+    order = args.arms.split(",")
+    for a in order:
+        if a not in ARMS:
+            ap.error(f"--arms: unknown arm {a!r}; choose from {', '.join(ARMS)}")
+    runs: dict[str, list[dict]] = {a: [] for a in order}
+    for i in range(args.repeats):
+        for arm in order if i % 2 == 0 else order[::-1]:
+            with tempfile.NamedTemporaryFile(suffix=".json") as f:
+                subprocess.run([sys.executable, __file__, "--arm", arm, "--result", f.name, *args.overrides],
+                               cwd=REPO, check=True, capture_output=True)
+                r = json.loads(Path(f.name).read_text())
+            runs[arm].append(r)
+            print(f"repeat {i} {arm:>7}: step {r['step_ms']:.2f} ms, fit {r['fit_s']:.2f} s, "
+                  f"{r['steps']} steps, final val loss {r['final_val_loss']}", flush=True)
+
+    med = {a: {k: statistics.median(r[k] for r in rs) for k in ("step_ms", "fit_s")} for a, rs in runs.items()}
+    base = med[order[0]]
+    over = {a: {k: round(100 * (m[k] / base[k] - 1), 1) for k in m} for a, m in med.items()}
+    device = runs[order[0]][0]["device"]
+    result = {"device": device, "torch": torch.__version__, "repeats": args.repeats, "overrides": args.overrides,
+              "median": med, f"overhead_pct_vs_{order[0]}": over, "runs": runs}
+    out = REPO / "scripts" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"framework_overhead_{'gpu' if torch.cuda.is_available() else 'cpu'}.json").write_text(
+        json.dumps(result, indent=2) + "\n")
+    print(f"\n{device}, median of {args.repeats}, overrides: {args.overrides or 'none'}")
+    print(f"| arm | step ms | vs {order[0]} | fit s | vs {order[0]} |\n| --- | --- | --- | --- | --- |")
+    for a in order:
+        print(f"| {a} | {med[a]['step_ms']:.2f} | {over[a]['step_ms']:+.1f}% | {med[a]['fit_s']:.2f} | {over[a]['fit_s']:+.1f}% |")
+
+
+if __name__ == "__main__":
+    main()
