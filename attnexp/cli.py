@@ -13,10 +13,13 @@ commands:
   variants            the attention variants: masks, backends, whether they return weights
   maps ckpt=PATH text="..." [out=DIR]
                       render the attention maps of a trained checkpoint for any text
+  compare [DIR ...] [sort=KEY] [csv=PATH]
+                      runs side by side from their summary.json (default: the newest sweep)
 
 examples:
   python -m attnexp train attention=causal
   python -m attnexp train -m attention=causal,bidirectional model.n_layers=2,4
+  python -m attnexp compare
 """
 
 log = logging.getLogger("attnexp")
@@ -60,7 +63,7 @@ def train_cli(argv: list[str]) -> int:
     from hydra.types import RunMode
 
     from attnexp.config import ConfigError, register_schemas
-    from attnexp.run import load_run, write_json
+    from attnexp.run import SCHEMA, load_run, write_json
 
     register_schemas()
     failures: list[str] = []
@@ -71,17 +74,18 @@ def train_cli(argv: list[str]) -> int:
         out = Path(hc.runtime.output_dir)
         multirun = hc.mode == RunMode.MULTIRUN
         choices = {k: v for k, v in hc.runtime.choices.items() if not k.startswith("hydra")}
+        overrides = list(hc.overrides.task)
         try:
             load_run(cfg)  # fail fast, before the slow Lightning import
             from attnexp.train import train
 
-            summary = train(cfg, out, choices)
+            summary = train(cfg, out, choices, overrides=overrides)
             best = (summary["metrics"].get("best") or {}).get("value")
             return best  # what Hydra sweepers (e.g. Optuna) minimize
         except (ConfigError, InstantiationException) as e:
             msg = str(e).splitlines()[0] if isinstance(e, InstantiationException) else str(e)
-            write_json(out / "summary.json", {"schema": 1, "status": "config_error", "error": msg,
-                                              "run_dir": str(out), "choices": choices})
+            write_json(out / "summary.json", {"schema": SCHEMA, "status": "config_error", "error": msg,
+                                              "run_dir": str(out), "choices": choices, "overrides": overrides})
             if not multirun:
                 print(f"attnexp: config error: {msg}", file=sys.stderr)
                 sys.exit(2)
@@ -132,7 +136,11 @@ def main(argv: list[str] | None = None) -> int:
         from attnexp.maps.cli import maps_cli
 
         return maps_cli(rest)
-    print(f"attnexp: unknown command {cmd!r}; choose one of: train, variants, maps\n\n{USAGE}", file=sys.stderr)
+    if cmd == "compare":
+        from attnexp.compare import compare_cli
+
+        return compare_cli(rest)
+    print(f"attnexp: unknown command {cmd!r}; choose one of: train, variants, maps, compare\n\n{USAGE}", file=sys.stderr)
     return 2
 
 

@@ -17,6 +17,8 @@ from attnexp.config import (AttentionConfig, CheckpointConfig, MapsConfig, Model
                             validate_optim, validate_task)
 from attnexp.data.configs import load_data_config
 
+SCHEMA = 2  # summary.json's layout (README.md lists the keys); 2 added `overrides`
+
 
 @dataclass
 class Run:

@@ -13,9 +13,7 @@ import lightning as L
 from lightning.pytorch.utilities import rank_zero_warn
 import torch
 
-from attnexp.run import write_json
-
-SCHEMA = 1
+from attnexp.run import SCHEMA, write_json
 
 
 def device_name(trainer: L.Trainer | None) -> str:

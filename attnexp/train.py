@@ -53,9 +53,10 @@ def quiet_lightning() -> None:
 
 
 def train(cfg: DictConfig, out_dir: str | Path, choices: dict | None = None,
-          callbacks: Sequence[L.Callback] = ()) -> dict:
+          callbacks: Sequence[L.Callback] = (), overrides: list[str] | None = None) -> dict:
     """Train one run into `out_dir`; returns the summary (also written to out_dir/summary.json).
-    `callbacks`: Lightning callbacks of the caller's, added to those the config builds."""
+    `callbacks`: Lightning callbacks of the caller's, added to those the config builds; `choices` and
+    `overrides` (the command line's) are recorded in the summary for `attnexp compare`."""
     run = load_run(cfg)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -74,6 +75,7 @@ def train(cfg: DictConfig, out_dir: str | Path, choices: dict | None = None,
 
     recorder = RunRecorder(out, static={
         "choices": choices or {},
+        "overrides": overrides,
         "attention": {"name": run.attention.name, "mask": run.attention.mask, "backend": run.attention.backend},
         "model": {**{k: v for k, v in asdict(run.model).items() if k in ("d_model", "n_heads", "n_layers", "max_len")},
                   "n_params": module.model.num_params()},

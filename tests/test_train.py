@@ -109,6 +109,12 @@ def test_cli_sweep_keeps_going_past_a_bad_job(tmp_path):
     assert "1 run(s) of the sweep failed" in r.stderr
     status = sorted(json.loads(p.read_text())["status"] for p in tmp_path.glob("multirun/*/*/*/summary.json"))
     assert status == ["completed", "config_error"]
+    # `compare` with no folder reads the newest sweep: one row a job, the swept key as a column
+    r = run_cli("compare", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    head, _, *rows = r.stdout.strip().splitlines()
+    assert [c.strip() for c in head.strip("|").split("|")][:3] == ["run", "model.n_heads", "status"]
+    assert len(rows) == 2 and any("config_error" in x and "not divisible" in x for x in rows), r.stdout
 
 
 def test_cli_help_and_commands(tmp_path):
