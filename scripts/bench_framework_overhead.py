@@ -11,7 +11,7 @@ Three arms, each in a fresh process, alternating, `--repeats` times; medians are
 - `default`: `attnexp train` as the README runs it: progress bar, TensorBoard, map logging.
 
     python scripts/bench_framework_overhead.py --repeats 3
-    python scripts/bench_framework_overhead.py experiment=copy          # overrides for every arm
+    python scripts/bench_framework_overhead.py --tag _small model=small   # overrides for every arm
 
 Step time is the median interval between the starts of consecutive training batches in every
 epoch but the first (data loading, forward, backward, optimizer, hooks, logging; not validation).
@@ -153,6 +153,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--arms", default=",".join(ARMS), help="comma list of: plain, lean, default")
+    ap.add_argument("--tag", default="", help="suffix for the result file")
     ap.add_argument("--arm", choices=sorted(ARMS), help=argparse.SUPPRESS)  # one arm, in this process
     ap.add_argument("--result", help=argparse.SUPPRESS)
     ap.add_argument("overrides", nargs="*", help="Hydra overrides for every arm, e.g. experiment=copy")
@@ -187,7 +188,7 @@ def main() -> None:
               "median": med, f"overhead_pct_vs_{order[0]}": over, "runs": runs}
     out = REPO / "scripts" / "results"
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"framework_overhead_{'gpu' if torch.cuda.is_available() else 'cpu'}.json").write_text(
+    (out / f"framework_overhead_{'gpu' if torch.cuda.is_available() else 'cpu'}{args.tag}.json").write_text(
         json.dumps(result, indent=2) + "\n")
     print(f"\n{device}, median of {args.repeats}, overrides: {args.overrides or 'none'}")
     print(f"| arm | step ms | vs {order[0]} | fit s | vs {order[0]} |\n| --- | --- | --- | --- | --- |")
