@@ -13,6 +13,8 @@ import os
 import sys
 from pathlib import Path
 
+from attnexp.config import higher_is_better  # no torch import there either
+
 USAGE = """usage: python -m attnexp compare [DIR ...] [sort=KEY] [csv=PATH]
 
   DIR       folders holding runs (a multirun/<date>/<time> sweep, outputs/, one run); every
@@ -25,9 +27,6 @@ example:
   python -m attnexp train -m attention=causal,bidirectional model.n_layers=2,4
   python -m attnexp compare                 # the four runs of that sweep
 """
-
-LOWER_IS_BETTER = ("loss", "ppl")
-
 
 class CompareError(ValueError):
     pass
@@ -67,10 +66,6 @@ def settings(s: dict) -> dict[str, str]:
     return {k: str(v) for k, v in (s.get("choices") or {}).items() if v is not None}
 
 
-def _higher_is_better(metric: str) -> bool:
-    return metric.rsplit("/", 1)[-1] not in LOWER_IS_BETTER
-
-
 def rows_of(summaries: list[tuple[Path, dict]]) -> tuple[list[str], list[dict]]:
     sets = [settings(s) for _, s in summaries]
     keys = sorted({k for st in sets for k in st})
@@ -85,7 +80,7 @@ def rows_of(summaries: list[tuple[Path, dict]]) -> tuple[list[str], list[dict]]:
         best = m.get("best") or {}
         row = {"run": name, **{k: st.get(k, "") for k in varying}, "status": s.get("status", "?")}
         row["best"] = f"{best['monitor']}={best['value']:.4f}" if best else ""
-        row["_best"] = (best.get("value"), _higher_is_better(best.get("monitor", "val/loss"))) if best else None
+        row["_best"] = (best.get("value"), higher_is_better(best.get("monitor", "val/loss"))) if best else None
         for k in test_keys:
             v = (m.get("test") or {}).get(k)
             row[k] = f"{v:.4f}" if isinstance(v, (int, float)) else ""
@@ -106,14 +101,14 @@ def sort_rows(rows: list[dict], key: str) -> list[dict]:
     def value(r):
         if key == "best":
             b = r["_best"]
-            return None if b is None or b[0] is None else (-b[0] if b[1] else b[0])
+            return None if b is None or b[0] is None else (0, -b[0] if b[1] else b[0])
         raw = r.get(key, "")
         try:
             v = float(str(raw).rstrip("s"))
         except ValueError:
-            return None if raw in ("", None) else raw
-        higher = key in ("tokens/s",) or ("/" in key and _higher_is_better(key))
-        return -v if higher else v
+            return None if raw in ("", None) else (1, str(raw))  # text after numbers
+        higher = "/" in key and higher_is_better(key)  # metrics and tokens/s; settings, time: ascending
+        return (0, -v if higher else v)
 
     keyed = [(value(r), i, r) for i, r in enumerate(rows)]
     present = sorted((k for k in keyed if k[0] is not None), key=lambda k: (k[0], k[1]))

@@ -96,12 +96,16 @@ def monitored_metrics(t: TaskConfig, data_name: str, maps_enabled: bool) -> list
     return names
 
 
+def higher_is_better(metric: str) -> bool:
+    """acc, f1_macro, align/best: higher; loss, ppl: lower (checkpoint.mode=auto, `attnexp compare`)."""
+    return metric.rsplit("/", 1)[-1] not in ("loss", "ppl", "loss_epoch")
+
+
 def resolve_checkpoint(c: CheckpointConfig, logged: list[str]) -> CheckpointConfig:
     check(c.monitor in logged, f"checkpoint.monitor={c.monitor!r} is not a metric this run logs at validation; "
                                f"choose one of: {', '.join(logged)}")
     one_of(c.mode, ("auto", "min", "max"), "checkpoint.mode")
-    metric = c.monitor.rsplit("/", 1)[-1]
-    mode = c.mode if c.mode != "auto" else ("min" if metric in ("loss", "ppl") else "max")
+    mode = c.mode if c.mode != "auto" else ("max" if higher_is_better(c.monitor) else "min")
     return CheckpointConfig(monitor=c.monitor, mode=mode)
 
 
