@@ -126,8 +126,13 @@ def compare_cli(argv: list[str]) -> int:
     if any(a in ("-h", "--help", "help") for a in argv):
         print(USAGE)
         return 0
-    opts = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in argv if "=" in a and a.split("=", 1)[0] in ("sort", "csv")}
-    paths = [Path(a) for a in argv if not ("=" in a and a.split("=", 1)[0] in ("sort", "csv"))]
+    opts, paths = {}, []
+    for a in argv:  # a run folder may hold "=" (Hydra's sweep dirs): only sort= and csv= are options
+        key, eq, value = a.partition("=")
+        if eq and key in ("sort", "csv"):
+            opts[key] = value
+        else:
+            paths.append(Path(a))
     try:
         paths = paths or [newest_sweep()]
         summaries = []

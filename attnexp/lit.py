@@ -105,14 +105,18 @@ class AttnexpModule(L.LightningModule):
         self.model_step(batch, "test")
 
     def configure_optimizers(self):
-        o = self.ocfg
-        params = [p for p in self.parameters() if p.requires_grad]
-        groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": o.weight_decay},
-                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]  # no decay on norms, biases
-        opt = torch.optim.AdamW(groups, lr=o.lr, betas=tuple(o.betas), fused=torch.cuda.is_available())
         total = max(1, int(self.trainer.estimated_stepping_batches))
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(o.warmup_steps, total, o.min_lr_ratio))
+        opt, sched = adamw_warmup_cosine(self.parameters(), self.ocfg, total, fused=torch.cuda.is_available())
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+def adamw_warmup_cosine(parameters, o: OptimConfig, total_steps: int, fused: bool = False):
+    """AdamW without decay on norms and biases, and a per-step warmup + cosine LambdaLR."""
+    params = [p for p in parameters if p.requires_grad]
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": o.weight_decay},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=o.lr, betas=tuple(o.betas), fused=fused)
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(o.warmup_steps, total_steps, o.min_lr_ratio))
 
 
 def warmup_cosine(warmup: int, total: int, min_ratio: float):

@@ -3,9 +3,10 @@
 
 Three arms, each in a fresh process, alternating, `--repeats` times; medians are reported:
 
-- `plain`: a nanoGPT-style loop written by hand: the same `Transformer`, DataLoaders, AdamW groups,
-  warmup+cosine schedule and gradient clipping; a validation pass (loss, accuracy) and a
-  `torch.save` of model + optimizer after every epoch; bf16 autocast on a GPU.
+- `plain`: a nanoGPT-style loop written by hand: the same `Transformer`, DataLoaders, AdamW and
+  warmup+cosine schedule (`attnexp.lit.adamw_warmup_cosine`) and gradient clipping; a validation
+  pass (loss, accuracy) and a `torch.save` of model + optimizer after every epoch; bf16 autocast
+  on a GPU.
 - `lean`: `attnexp train maps.enabled=false logger=none trainer.enable_progress_bar=false`:
   Lightning, our module, torchmetrics, checkpointing and summary.json, nothing to look at.
 - `default`: `attnexp train` as the README runs it: progress bar, TensorBoard, map logging.
@@ -87,7 +88,7 @@ def run_plain(overrides: list[str], out_dir: Path) -> dict:
 
     from attnexp.cli import compose
     from attnexp.data import build_datamodule
-    from attnexp.lit import warmup_cosine
+    from attnexp.lit import adamw_warmup_cosine
     from attnexp.model import Transformer, lm_loss
     from attnexp.run import load_run, training_on_cpu
 
@@ -101,14 +102,9 @@ def run_plain(overrides: list[str], out_dir: Path) -> dict:
     classify = run.task.name == "classify"
     model = Transformer(run.model, run.attention, dm.vocab_size, head="classify" if classify else "lm",
                         num_classes=dm.num_classes, pooling=run.task.pooling).to(device)
-    o = run.optim
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2], "weight_decay": o.weight_decay},
-                             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
-                            lr=o.lr, betas=tuple(o.betas), fused=device.type == "cuda")
     train_dl, val_dl = dm.train_dataloader(), dm.val_dataloader()
     epochs = run.trainer["max_epochs"]
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(o.warmup_steps, epochs * len(train_dl), o.min_lr_ratio))
+    opt, sched = adamw_warmup_cosine(model.parameters(), run.optim, epochs * len(train_dl), fused=device.type == "cuda")
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
     clip = run.trainer.get("gradient_clip_val") or 0.0
 
