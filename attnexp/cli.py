@@ -10,7 +10,7 @@ USAGE = """usage: python -m attnexp <command> [args]
 
 commands:
   train [overrides]   train one run, or a sweep with -m (Hydra); `train --help` lists config groups
-  variants            the attention variants: masks, backends, whether they return weights
+  variants            the attention variants: masks, backends, what their weights are
   maps ckpt=PATH text="..." [out=DIR]
                       render the attention maps of a trained checkpoint for any text
   compare [DIR ...] [sort=KEY] [csv=PATH]
@@ -34,6 +34,23 @@ def conf_dir() -> Path:
     raise FileNotFoundError("attnexp's conf/ folder is missing; reinstall with `pip install -e .` from the repo")
 
 
+def register_schemas() -> None:
+    """Put the typed schemas in Hydra's ConfigStore; conf/ files inherit them (`/x_schema@_here_`,
+    `optim_schema@optim`), so every key exists on every option and a wrong type fails at compose time."""
+    from hydra.core.config_store import ConfigStore
+
+    from attnexp.config import (AttentionConfig, CheckpointConfig, MapsConfig, ModelConfig, OptimConfig,
+                                TaskConfig)
+    from attnexp.data.configs import SCHEMAS
+
+    cs = ConfigStore.instance()
+    for name, node in [("attention", AttentionConfig), ("model", ModelConfig), ("task", TaskConfig),
+                       ("optim", OptimConfig), ("maps", MapsConfig), ("checkpoint", CheckpointConfig)]:
+        cs.store(name=f"{name}_schema", node=node)
+    for data_name, node in SCHEMAS.items():
+        cs.store(name=f"data_{data_name}_schema", node=node)
+
+
 def compose(overrides: list[str], out_dir: str | Path = "unused"):
     """The config `attnexp train OVERRIDES` would run, for scripts, notebooks and tests: same conf
     dir, schemas and defaults; `paths.output_dir` set to `out_dir` (Hydra's run dir in the CLI)."""
@@ -42,8 +59,6 @@ def compose(overrides: list[str], out_dir: str | Path = "unused"):
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict, read_write
-
-    from attnexp.config import register_schemas
 
     register_schemas()
     GlobalHydra.instance().clear()
@@ -62,8 +77,9 @@ def train_cli(argv: list[str]) -> int:
     from hydra.errors import InstantiationException
     from hydra.types import RunMode
 
-    from attnexp.config import ConfigError, register_schemas
-    from attnexp.run import SCHEMA, load_run, write_json
+    from attnexp.config import ConfigError
+    from attnexp.run import hydra_context, load_run
+    from attnexp.summary import config_error_record, write_json
 
     register_schemas()
     failures: list[str] = []
@@ -73,19 +89,16 @@ def train_cli(argv: list[str]) -> int:
         hc = HydraConfig.get()
         out = Path(hc.runtime.output_dir)
         multirun = hc.mode == RunMode.MULTIRUN
-        choices = {k: v for k, v in hc.runtime.choices.items() if not k.startswith("hydra")}
-        overrides = list(hc.overrides.task)
         try:
-            load_run(cfg)  # fail fast, before the slow Lightning import
+            run = load_run(cfg)  # fail fast, before the slow Lightning import
             from attnexp.train import train
 
-            summary = train(cfg, out, choices, overrides=overrides)
+            summary = train(run)
             best = (summary["metrics"].get("best") or {}).get("value")
             return best  # what Hydra sweepers (e.g. Optuna) minimize
         except (ConfigError, InstantiationException) as e:
             msg = str(e).splitlines()[0] if isinstance(e, InstantiationException) else str(e)
-            write_json(out / "summary.json", {"schema": SCHEMA, "status": "config_error", "error": msg,
-                                              "run_dir": str(out), "choices": choices, "overrides": overrides})
+            write_json(out / "summary.json", config_error_record(out, msg, *hydra_context()))
             if not multirun:
                 print(f"attnexp: config error: {msg}", file=sys.stderr)
                 sys.exit(2)
@@ -111,14 +124,15 @@ def variants_cli(argv: list[str]) -> int:
     from attnexp import attention
 
     rows = attention.matrix()
-    cols = ["variant", "masks", "backends", "weights", "softmax", "positions", "about"]
+    cols = ["variant", "masks", "backends", "softmax", "positions", "about"]
     width = {c: max(len(c), *(len(r[c]) for r in rows)) for c in cols}
     print("  ".join(c.ljust(width[c]) for c in cols))
     print("  ".join("-" * width[c] for c in cols))
     for r in rows:
         print("  ".join(r[c].ljust(width[c]) for c in cols))
     print("\nSelect with attention=<variant> (conf/attention/*.yaml), override with attention.mask=... attention.backend=...")
-    print("flex trains on CUDA only (forward-only on CPU). `weights`: the maps come from the eager path of the same module.")
+    print("flex trains on CUDA only (forward-only on CPU). softmax: yes where each row of weights is a softmax over the "
+          "allowed keys. Every variant hands back its weights from the eager path of the same module.")
     return 0
 
 

@@ -26,10 +26,12 @@ class AttentionConfig:
     mask: str = "causal"  # causal | bidirectional
     backend: str = "sdpa"  # eager | sdpa | flex (linear attention: eager | linear)
     dropout: float = 0.0  # on the attention probabilities
+    # Options of single variants (null: the variant's default, or unused); each variant lists the
+    # ones it reads in its `options`, and setting one another variant reads is a config error.
     window: int | None = None  # sliding_window: keys within this many positions
     n_kv_heads: int | None = None  # gqa: key/value heads shared by groups of query heads
-    rope_base: float = 10000.0  # rotary
-    eps: float = 1e-6  # linear: denominator guard
+    rope_base: float | None = None  # rotary: base of the angle frequencies (default 10000)
+    eps: float | None = None  # linear: denominator guard (default 1e-6)
 
     @property
     def causal(self) -> bool:
@@ -87,12 +89,59 @@ class CheckpointConfig:
     mode: str = "auto"  # auto | min | max  (auto: max for acc/f1/align, min for loss/ppl)
 
 
+ALIGN_BEST = "align/best"  # the best head's alignment score on a synthetic task, logged by the map callback
+
+
+def stage_metrics(task_name: str) -> tuple[str, ...]:
+    """The metrics a stage logs as `<stage>/<name>` (lit.py builds them from this list)."""
+    return ("loss", "acc", "f1_macro") if task_name == "classify" else ("loss", "acc", "ppl")
+
+
+@dataclass
+class TrainerConfig:
+    """lightning.pytorch.Trainer's arguments. conf/trainer/*.yaml sets them; a field left null keeps
+    Lightning's default. Any other Trainer argument (`+trainer.profiler=simple`) goes to `extra`."""
+
+    _target_: str = "lightning.pytorch.Trainer"
+    accelerator: str | None = None  # auto | cpu | gpu | ...
+    devices: int | str | list | None = None
+    strategy: str | None = None  # auto | ddp | ddp_spawn | fsdp | ...
+    num_nodes: int | None = None
+    precision: str | int | None = None  # auto (attnexp: bf16-mixed on a bf16 GPU, else 32-true) or Lightning's
+    max_epochs: int | None = None
+    max_steps: int | None = None
+    max_time: str | None = None  # DD:HH:MM:SS
+    gradient_clip_val: float | None = None
+    accumulate_grad_batches: int | None = None
+    log_every_n_steps: int | None = None
+    check_val_every_n_epoch: int | None = None
+    limit_train_batches: int | float | None = None
+    limit_val_batches: int | float | None = None
+    num_sanity_val_steps: int | None = None
+    fast_dev_run: bool | int | None = None
+    enable_progress_bar: bool | None = None
+    enable_model_summary: bool | None = None
+    deterministic: bool | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_raw(cls, raw: dict[str, Any]) -> "TrainerConfig":
+        known = {f.name for f in fields(cls)} - {"extra"}
+        return from_dict(cls, {**{k: v for k, v in raw.items() if k in known},
+                               "extra": {k: v for k, v in raw.items() if k not in known}}, "trainer")
+
+    def kwargs(self) -> dict[str, Any]:
+        """The Trainer's keyword arguments (with `_target_` for hydra.utils.instantiate)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra" and getattr(self, f.name) is not None}
+        return {**out, **self.extra}
+
+
 def monitored_metrics(t: TaskConfig, data_name: str, maps_enabled: bool) -> list[str]:
     """What a run logs at the end of every validation, so `checkpoint.monitor` can be checked up front
     (train/* epoch values arrive after the checkpoint is taken, so they are not offered)."""
-    names = ["val/loss", "val/acc", "val/f1_macro" if t.name == "classify" else "val/ppl"]
+    names = [f"val/{m}" for m in stage_metrics(t.name)]
     if data_name == "synthetic" and maps_enabled:
-        names.append("align/best")
+        names.append(ALIGN_BEST)
     return names
 
 
@@ -115,27 +164,37 @@ def validate_maps(m: MapsConfig) -> None:
     check(m.max_tokens >= 2, f"maps.max_tokens={m.max_tokens} must be >= 2")
 
 
+_KINDS = {  # the type names used in our dataclasses' annotations -> (accepts, what the message asks for)
+    "int": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    "float": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "None": (lambda v: v is None, "null"),
+    "list": (lambda v: isinstance(v, (list, tuple)), "a list"),
+    "dict": (lambda v: isinstance(v, dict), "a mapping"),
+    "Any": (lambda v: True, "anything"),
+}
+
+
+def _check_type(annotation: str, value, key: str):
+    """`value` against an annotation such as "int | None" or "list[float]"; ints widen to float."""
+    kinds = [t.strip().split("[")[0] for t in annotation.split("|")]
+    if not any(_KINDS[k][0](value) for k in kinds):
+        want = " or ".join(_KINDS[k][1] for k in kinds)
+        raise ConfigError(f"{key}={value!r} must be {want}")
+    if "float" in kinds and "int" not in kinds and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
 def from_dict(cls, raw: dict[str, Any], where: str):
     """Build dataclass `cls` from a plain dict; unknown keys and wrong types are ConfigErrors."""
     names = {f.name: f for f in fields(cls)}
     unknown = sorted(set(raw) - set(names))
     check(not unknown, f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(names)}")
-    out = cls(**raw)
-    for f in fields(cls):
-        v = getattr(out, f.name)
-        want = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-        if v is None:
-            check("None" in want, f"{where}.{f.name} must not be null")
-        elif want.startswith("int") and not isinstance(v, bool):
-            check(isinstance(v, int), f"{where}.{f.name}={v!r} must be an integer")
-        elif want.startswith("float"):
-            check(isinstance(v, (int, float)) and not isinstance(v, bool), f"{where}.{f.name}={v!r} must be a number")
-            setattr(out, f.name, float(v))
-        elif want.startswith("str"):
-            check(isinstance(v, str), f"{where}.{f.name}={v!r} must be a string")
-        elif want.startswith("bool"):
-            check(isinstance(v, bool), f"{where}.{f.name}={v!r} must be true or false")
-    return out
+    values = {k: _check_type(names[k].type if isinstance(names[k].type, str) else names[k].type.__name__, v,
+                             f"{where}.{k}") for k, v in raw.items()}
+    return cls(**values)
 
 
 def one_of(value: str, options, key: str) -> None:
@@ -178,18 +237,3 @@ def validate_optim(o: OptimConfig) -> None:
     check(len(o.betas) == 2 and all(0 <= b < 1 for b in o.betas), f"optim.betas={o.betas} must be two numbers in [0, 1)")
     check(o.warmup_steps >= 0, f"optim.warmup_steps={o.warmup_steps} must be >= 0")
     check(0 <= o.min_lr_ratio <= 1, f"optim.min_lr_ratio={o.min_lr_ratio} must be in [0, 1]")
-
-
-def register_schemas() -> None:
-    """Put the typed schemas in Hydra's ConfigStore; conf/ files inherit them (`/x_schema@_here_`),
-    so every key exists on every option and a wrong type fails at compose time."""
-    from hydra.core.config_store import ConfigStore
-
-    from attnexp.data.configs import SCHEMAS
-
-    cs = ConfigStore.instance()
-    for name, node in [("attention_schema", AttentionConfig), ("model_schema", ModelConfig),
-                       ("task_schema", TaskConfig), ("optim_schema", OptimConfig)]:
-        cs.store(name=name, node=node)
-    for data_name, node in SCHEMAS.items():
-        cs.store(name=f"data_{data_name}_schema", node=node)

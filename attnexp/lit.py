@@ -13,7 +13,7 @@ from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 from torchmetrics.text import Perplexity
 
-from attnexp.config import AttentionConfig, ModelConfig, OptimConfig, TaskConfig
+from attnexp.config import AttentionConfig, ModelConfig, OptimConfig, TaskConfig, stage_metrics
 from attnexp.data.collate import IGNORE
 from attnexp.model import Transformer, lm_loss
 
@@ -39,14 +39,15 @@ class AttnexpModule(L.LightningModule):
         return cls(asdict(m), asdict(a), asdict(t), asdict(o), vocab_size, num_classes)
 
     def _metrics(self, vocab_size: int, num_classes: int | None, stage: str) -> MetricCollection:
-        if self.classify:
-            return MetricCollection({"acc": MulticlassAccuracy(num_classes, average="micro", validate_args=False),
-                                     "f1_macro": MulticlassF1Score(num_classes, average="macro", validate_args=False)})
         # validate_args=False: the checks look at label values (torch.unique), a device sync every step.
-        lm = {"acc": MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE, validate_args=False)}
-        if stage != "train":  # a second log_softmax over (B, T, V) every step; train ppl = exp(train/loss)
-            lm["ppl"] = Perplexity(ignore_index=IGNORE)
-        return MetricCollection(lm)
+        n, ignore = (num_classes, None) if self.classify else (vocab_size, IGNORE)
+        make = {"acc": lambda: MulticlassAccuracy(n, average="micro", ignore_index=ignore, validate_args=False),
+                "f1_macro": lambda: MulticlassF1Score(n, average="macro", validate_args=False),
+                "ppl": lambda: Perplexity(ignore_index=IGNORE)}
+        names = [m for m in stage_metrics(self.tcfg.name) if m != "loss"]  # the loss is summed by model_step
+        if stage == "train":  # a second log_softmax over (B, T, V) every step; train ppl = exp(train/loss)
+            names = [m for m in names if m != "ppl"]
+        return MetricCollection({m: make[m]() for m in names})
 
     def forward(self, input_ids, pad_mask=None, need_weights=False):
         return self.model(input_ids, pad_mask, need_weights=need_weights)

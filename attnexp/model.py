@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from attnexp import attention
 from attnexp.attention import MaskSpec
 from attnexp.config import AttentionConfig, ModelConfig
+from attnexp.data.collate import IGNORE
 
 
 @dataclass
@@ -101,4 +102,4 @@ class Transformer(nn.Module):
 
 
 def lm_loss(logits_BTV: Tensor, labels_BT: Tensor) -> Tensor:
-    return F.cross_entropy(logits_BTV.flatten(0, 1), labels_BT.flatten(), ignore_index=-100)  # -100: no target
+    return F.cross_entropy(logits_BTV.flatten(0, 1), labels_BT.flatten(), ignore_index=IGNORE)

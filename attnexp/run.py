@@ -3,36 +3,41 @@ typo in an override is reported in about a second)."""
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp import attention
-from attnexp.config import (AttentionConfig, CheckpointConfig, MapsConfig, ModelConfig, OptimConfig, TaskConfig, check,
-                            from_dict, monitored_metrics, resolve_checkpoint, resolve_task, validate_maps, validate_model,
-                            validate_optim, validate_task)
-from attnexp.data.configs import load_data_config
-
-SCHEMA = 2  # summary.json's layout (README.md lists the keys); 2 added `overrides`
+from attnexp.config import (AttentionConfig, CheckpointConfig, MapsConfig, ModelConfig, OptimConfig, TaskConfig,
+                            TrainerConfig, check, from_dict, monitored_metrics, resolve_checkpoint, resolve_task,
+                            validate_maps, validate_model, validate_optim, validate_task)
+from attnexp.data.configs import DataConfig, load_data_config
 
 
 @dataclass
 class Run:
-    attention: AttentionConfig
+    """Everything one training run needs, validated."""
+
+    attention: AttentionConfig  # the variant's defaults filled in
     model: ModelConfig
     task: TaskConfig  # `auto` choices already resolved
     optim: OptimConfig
-    data: object  # one of attnexp.data.configs' dataclasses
-    trainer: dict
+    data: DataConfig
+    trainer: TrainerConfig
     seed: int
     resume: str | None
     test: bool
     maps: MapsConfig
     checkpoint: CheckpointConfig  # mode resolved from the metric when `auto`
+    loggers: dict[str, dict]  # hydra.utils.instantiate specs of third-party objects
+    callbacks: dict[str, dict]
+    out_dir: Path  # where the run writes (Hydra's job dir in the CLI)
+    choices: dict[str, str | None]  # the option picked in each config group
+    overrides: list[str] | None  # the command line's overrides, as Hydra received them
+    config: dict[str, Any]  # the whole config, resolved: config_resolved.yaml, the loggers' hyperparameters
 
 
 def section(cfg: DictConfig, key: str) -> dict:
@@ -41,20 +46,31 @@ def section(cfg: DictConfig, key: str) -> dict:
     return {} if node is None else OmegaConf.to_container(node, resolve=True)
 
 
-def training_on_cpu(trainer: dict) -> bool:
-    acc = str(trainer.get("accelerator", "auto"))
+def training_on_cpu(trainer: TrainerConfig) -> bool:
+    acc = str(trainer.accelerator or "auto")
     return acc == "cpu" or (acc == "auto" and not torch.cuda.is_available())
+
+
+def hydra_context() -> tuple[dict, list[str] | None]:
+    """(choices, overrides) of the Hydra job being run or composed; empty outside Hydra."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return {}, None
+    hc = HydraConfig.get()
+    choices = {k: v for k, v in hc.runtime.choices.items() if not k.startswith("hydra")}
+    return choices, list(hc.overrides.task)
 
 
 def load_run(cfg: DictConfig) -> Run:
     """The one place a DictConfig turns into typed objects; every mistake is a ConfigError."""
-    a = from_dict(AttentionConfig, section(cfg, "attention"), "attention")
     m = from_dict(ModelConfig, section(cfg, "model"), "model")
     t = from_dict(TaskConfig, section(cfg, "task"), "task")
     o = from_dict(OptimConfig, section(cfg, "optim"), "optim")
-    trainer = section(cfg, "trainer")
+    trainer = TrainerConfig.from_raw(section(cfg, "trainer"))
     validate_model(m)
-    attention.validate(a, m, training_on_cpu=training_on_cpu(trainer))
+    a = attention.validate(from_dict(AttentionConfig, section(cfg, "attention"), "attention"), m,
+                           training_on_cpu=training_on_cpu(trainer))
     validate_task(t, a)
     validate_optim(o)
     data = load_data_config(section(cfg, "data"), t)
@@ -66,13 +82,8 @@ def load_run(cfg: DictConfig) -> Run:
     validate_maps(maps)
     ckpt = from_dict(CheckpointConfig, section(cfg, "checkpoint"), "checkpoint")
     ckpt = resolve_checkpoint(ckpt, monitored_metrics(t, data.name, maps.enabled))
+    choices, overrides = hydra_context()
+    resolved = {k: section(cfg, k) if OmegaConf.is_config(cfg[k]) else cfg[k] for k in cfg if k != "hydra"}
     return Run(a, m, resolve_task(t, a), o, data, trainer, int(cfg.get("seed", 0)), resume, bool(cfg.get("test", True)),
-               maps, ckpt)
-
-
-def write_json(path: Path, data: dict) -> None:
-    """Write to a temporary file, then rename: a reader never sees half a file."""
-    path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
+               maps, ckpt, loggers=section(cfg, "logger"), callbacks=section(cfg, "callbacks"),
+               out_dir=Path(cfg.paths.output_dir), choices=choices, overrides=overrides, config=resolved)

@@ -1,108 +1,63 @@
-"""summary.json: one small file per run that sweeps and comparisons read. Keys are stable
-(`SCHEMA` bumps on any change) and documented in README.md."""
+"""summary.json: one small record per run that sweeps and `attnexp compare` read. This module owns
+its layout (`SCHEMA` bumps on any change; README.md lists the keys), the part known before
+training (settings, sizes, versions), the record of a config error, and the atomic write.
+What a running Trainer adds (metrics, steps, time) comes from attnexp.recorder.RunRecorder.
+
+No torch or Lightning import here: the CLI writes config-error records before either is loaded.
+"""
 
 from __future__ import annotations
 
-import platform
-import resource
+import json
+import os
 import sys
-import time
+from dataclasses import asdict
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import lightning as L
-from lightning.pytorch.utilities import rank_zero_warn
-import torch
+if TYPE_CHECKING:
+    from attnexp.run import Run
 
-from attnexp.run import SCHEMA, write_json
-
-
-def device_name(trainer: L.Trainer | None) -> str:
-    if trainer is not None and trainer.strategy.root_device.type == "cuda":
-        return torch.cuda.get_device_name(trainer.strategy.root_device)
-    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+SCHEMA = 2  # 2 added `overrides`
 
 
-def peak_memory_mb(trainer: L.Trainer | None) -> dict:
-    out = {"cpu_max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
-    if trainer is not None and trainer.strategy.root_device.type == "cuda":
-        out["cuda_max_allocated_mb"] = round(torch.cuda.max_memory_allocated(trainer.strategy.root_device) / 2**20, 1)
-    return out
+def write_json(path: Path, data: dict) -> None:
+    """Write to a temporary file, then rename: a reader never sees half a file."""
+    path = Path(path)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
 
 
-def _floats(metrics: dict) -> dict:
-    return {k: round(float(v), 6) for k, v in sorted(metrics.items())}
+def _version(pkg: str) -> str | None:
+    try:
+        return version(pkg)
+    except PackageNotFoundError:
+        return None
 
 
-class RunRecorder(L.Callback):
-    """Counts real (non-padding) training tokens and times the fit, then writes summary.json,
-    also when the run stops on an exception or Ctrl-C (status "interrupted" / "failed")."""
+def head(status: str, error: str | None, run_dir: Path | str) -> dict:
+    return {"schema": SCHEMA, "status": status, "error": error, "run_dir": str(run_dir)}
 
-    def __init__(self, out_dir: Path, static: dict):
-        self.out_dir, self.static = Path(out_dir), static
-        self.t_start = time.perf_counter()
-        self.t_fit0 = self.t_fit1 = None
-        self.tokens = None  # a device tensor: no host sync per step
-        self.test_metrics: dict = {}
-        self.final_val: dict = {}
-        self.history: list[dict] = []  # validation metrics after every epoch
-        self.extra: dict = {}  # more sections, e.g. attention_maps
 
-    def on_train_start(self, trainer, pl_module):
-        self.t_fit0 = time.perf_counter()
+def static_record(run: "Run", n_params: int, data: dict) -> dict:
+    """What the run is, known before the first step: `data` holds the DataModule's sizes."""
+    return {
+        "choices": run.choices,
+        "overrides": run.overrides,
+        "attention": {"name": run.attention.name, "mask": run.attention.mask, "backend": run.attention.backend},
+        "model": {**{k: v for k, v in asdict(run.model).items() if k in ("d_model", "n_heads", "n_layers", "max_len")},
+                  "n_params": n_params},
+        "data": data,
+        "task": asdict(run.task),
+        "seed": run.seed,
+    }
 
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        n = batch["pad_mask"].sum()
-        self.tokens = n if self.tokens is None else self.tokens + n
 
-    def on_validation_end(self, trainer, pl_module):
-        # not on_validation_epoch_end: callbacks run before the module's hook, which logs the epoch's metrics
-        if not trainer.sanity_checking:
-            self.final_val = {k: v for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
-            self.history.append({"epoch": trainer.current_epoch, "step": trainer.global_step, **_floats(self.final_val)})
+def versions() -> dict:
+    return {"python": sys.version.split()[0], "torch": _version("torch"), "lightning": _version("lightning")}
 
-    def on_train_end(self, trainer, pl_module):
-        self.t_fit1 = time.perf_counter()
 
-    def on_exception(self, trainer, pl_module, exception):
-        """Keep what was trained: a checkpoint of the moment, then the summary saying why it stopped."""
-        try:
-            trainer.save_checkpoint(self.out_dir / "checkpoints" / "on_exception.ckpt")
-        except Exception as e:  # the exception may have left no state worth saving
-            rank_zero_warn(f"could not save a checkpoint after {type(exception).__name__}: {e}")
-        status = "interrupted" if isinstance(exception, KeyboardInterrupt) else "failed"
-        self.write(trainer, status, error=f"{type(exception).__name__}: {exception}")
-
-    def write(self, trainer: L.Trainer | None, status: str, error: str | None = None) -> dict:
-        fit_end = self.t_fit1 or time.perf_counter()
-        train_s = (fit_end - self.t_fit0) if self.t_fit0 else 0.0
-        tokens = int(self.tokens) if self.tokens is not None else 0
-        ckpt = getattr(trainer, "checkpoint_callback", None) if trainer else None
-        best = None
-        if ckpt is not None and ckpt.best_model_score is not None:
-            best = {"monitor": ckpt.monitor, "value": round(float(ckpt.best_model_score), 6),
-                    "checkpoint": ckpt.best_model_path}
-        summary = {
-            "schema": SCHEMA,
-            "status": status,
-            "error": error,
-            "run_dir": str(self.out_dir),
-            **self.static,
-            "metrics": {"final": _floats(self.final_val), "best": best, "test": _floats(self.test_metrics),
-                        "history": self.history},
-            "steps": trainer.global_step if trainer else 0,
-            "epochs": trainer.current_epoch if trainer else 0,
-            "wall_time_s": round(time.perf_counter() - self.t_start, 2),
-            "train_time_s": round(train_s, 2),
-            "train_tokens": tokens,
-            "tokens_per_s": round(tokens / train_s, 1) if train_s > 0 else None,
-            "device": device_name(trainer),
-            "precision": str(trainer.precision) if trainer else None,
-            "peak_memory": peak_memory_mb(trainer),
-            "checkpoints": {"last": str(self.out_dir / "checkpoints" / "last.ckpt") if (self.out_dir / "checkpoints" / "last.ckpt").exists() else None,
-                            "best": best["checkpoint"] if best else None},
-            **self.extra,
-            "versions": {"python": sys.version.split()[0], "torch": torch.__version__, "lightning": L.__version__},
-        }
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        write_json(self.out_dir / "summary.json", summary)
-        return summary
+def config_error_record(run_dir: Path | str, error: str, choices: dict, overrides: list[str] | None) -> dict:
+    return {**head("config_error", error, run_dir), "choices": choices, "overrides": overrides}

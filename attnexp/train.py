@@ -1,34 +1,33 @@
-"""`attnexp train`: validate the composed config once, build data, model and trainer, fit, test,
-and write summary.json. Third-party objects (Trainer, loggers, extra callbacks) are built with
-Hydra's `instantiate`; everything of ours is built from typed configs."""
+"""`attnexp train`: build data, model and trainer from a validated `Run`, fit, test, and write
+summary.json. Third-party objects (Trainer, loggers, extra callbacks) are built with Hydra's
+`instantiate`; everything of ours is built from typed configs."""
 
 from __future__ import annotations
 
 import logging
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict
-from pathlib import Path
 
 import lightning as L
 import torch
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from attnexp.config import check
-from attnexp.run import load_run, section, training_on_cpu
 from attnexp.data import build_datamodule
 from attnexp.lit import AttnexpModule
 from attnexp.maps.callback import AttentionMaps
-from attnexp.summary import RunRecorder
+from attnexp.recorder import RunRecorder
+from attnexp.run import Run, training_on_cpu
+from attnexp.summary import static_record
 
 
-def resolve_precision(trainer: dict) -> dict:
-    if trainer.get("precision", "auto") == "auto":
-        gpu = not training_on_cpu(trainer) and torch.cuda.is_available()
-        trainer["precision"] = ("bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed") if gpu else "32-true"
-    return trainer
+def resolve_precision(run: Run) -> str | int:
+    if run.trainer.precision not in (None, "auto"):
+        return run.trainer.precision
+    gpu = not training_on_cpu(run.trainer) and torch.cuda.is_available()
+    return ("bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed") if gpu else "32-true"
 
 
 class _DropAdverts(logging.Filter):
@@ -52,17 +51,12 @@ def quiet_lightning() -> None:
             lg.propagate = True
 
 
-def train(cfg: DictConfig, out_dir: str | Path, choices: dict | None = None,
-          callbacks: Sequence[L.Callback] = (), overrides: list[str] | None = None) -> dict:
-    """Train one run into `out_dir`; returns the summary (also written to out_dir/summary.json).
-    `callbacks`: Lightning callbacks of the caller's, added to those the config builds; `choices` and
-    `overrides` (the command line's) are recorded in the summary for `attnexp compare`."""
-    run = load_run(cfg)
-    out = Path(out_dir)
+def train(run: Run, callbacks: Sequence[L.Callback] = ()) -> dict:
+    """Train one run into `run.out_dir`; returns the summary (also written to summary.json).
+    `callbacks`: Lightning callbacks of the caller's, added to those the config builds."""
+    out = run.out_dir
     out.mkdir(parents=True, exist_ok=True)
-    resolved = OmegaConf.create({k: section(cfg, k) if OmegaConf.is_config(cfg[k]) else cfg[k]
-                                 for k in cfg if k != "hydra"})
-    (out / "config_resolved.yaml").write_text(OmegaConf.to_yaml(resolved))
+    (out / "config_resolved.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(run.config)))
     quiet_lightning()
     L.seed_everything(run.seed, workers=True, verbose=False)
     torch.set_float32_matmul_precision("high")
@@ -73,29 +67,20 @@ def train(cfg: DictConfig, out_dir: str | Path, choices: dict | None = None,
         check(dm.num_classes, f"data={run.data.name} has no labels for task=classify")
     module = AttnexpModule.from_configs(run.model, run.attention, run.task, run.optim, dm.vocab_size, dm.num_classes)
 
-    recorder = RunRecorder(out, static={
-        "choices": choices or {},
-        "overrides": overrides,
-        "attention": {"name": run.attention.name, "mask": run.attention.mask, "backend": run.attention.backend},
-        "model": {**{k: v for k, v in asdict(run.model).items() if k in ("d_model", "n_heads", "n_layers", "max_len")},
-                  "n_params": module.model.num_params()},
-        "data": {"name": run.data.name, "vocab_size": dm.vocab_size, "num_classes": dm.num_classes,
-                 **{f"n_{k}": len(v) for k, v in dm.splits.items()}},
-        "task": asdict(run.task),
-        "seed": run.seed,
-    })
+    data = {"name": run.data.name, "vocab_size": dm.vocab_size, "num_classes": dm.num_classes,
+            **{f"n_{k}": len(v) for k, v in dm.splits.items()}}
+    recorder = RunRecorder(out, static_record(run, module.model.num_params(), data))
     checkpoint = ModelCheckpoint(dirpath=out / "checkpoints", filename="best-epoch{epoch:02d}", monitor=run.checkpoint.monitor,
                                  mode=run.checkpoint.mode, save_top_k=1, save_last=True, auto_insert_metric_name=False)
     maps = AttentionMaps(run.maps, out) if run.maps.enabled else None
     callbacks = [checkpoint, recorder, *([maps] if maps else []), *callbacks]
-    callbacks += [instantiate(c) for c in (cfg.get("callbacks") or {}).values()]
-    loggers = [instantiate(lg) for lg in (cfg.get("logger") or {}).values()]
+    callbacks += [instantiate(c) for c in run.callbacks.values()]
+    loggers = [instantiate(lg) for lg in run.loggers.values()]
     if loggers:
         callbacks.append(LearningRateMonitor(logging_interval="step"))
 
-    trainer_cfg = resolve_precision(dict(run.trainer))
-    trainer = instantiate(trainer_cfg, callbacks=callbacks, logger=loggers or False, default_root_dir=str(out),
-                          _convert_="partial")
+    trainer = instantiate({**run.trainer.kwargs(), "precision": resolve_precision(run)}, callbacks=callbacks,
+                          logger=loggers or False, default_root_dir=str(out), _convert_="partial")
     trainer.fit(module, datamodule=dm, ckpt_path=run.resume)
     if run.test and not trainer.interrupted and not trainer.fast_dev_run:
         results = trainer.test(module, datamodule=dm, ckpt_path=checkpoint.best_model_path or None, verbose=False)

@@ -72,10 +72,11 @@ def _lightning_clock():
 
 def run_attnexp(overrides: list[str], out_dir: Path) -> dict:
     from attnexp.cli import compose
+    from attnexp.run import load_run
     from attnexp.train import train
 
     clock = _lightning_clock()
-    s = train(compose(overrides, out_dir), out_dir, callbacks=[clock])
+    s = train(load_run(compose(overrides, out_dir)), callbacks=[clock])
     return {"fit_s": s["train_time_s"], "step_ms": clock.clock.step_ms(), "steps": s["steps"],
             "device": s["device"], "final_val_loss": s["metrics"]["final"].get("val/loss")}
 
@@ -96,17 +97,17 @@ def run_plain(overrides: list[str], out_dir: Path) -> dict:
     random.seed(run.seed)
     torch.manual_seed(run.seed)
     torch.set_float32_matmul_precision("high")
-    device = torch.device("cpu" if training_on_cpu(dict(run.trainer)) or not torch.cuda.is_available() else "cuda")
+    device = torch.device("cpu" if training_on_cpu(run.trainer) or not torch.cuda.is_available() else "cuda")
     dm = build_datamodule(run.data, run.task, causal=run.attention.causal, run_dir=str(out_dir))
     dm.setup("fit")
     classify = run.task.name == "classify"
     model = Transformer(run.model, run.attention, dm.vocab_size, head="classify" if classify else "lm",
                         num_classes=dm.num_classes, pooling=run.task.pooling).to(device)
     train_dl, val_dl = dm.train_dataloader(), dm.val_dataloader()
-    epochs = run.trainer["max_epochs"]
+    epochs = run.trainer.max_epochs
     opt, sched = adamw_warmup_cosine(model.parameters(), run.optim, epochs * len(train_dl), fused=device.type == "cuda")
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
-    clip = run.trainer.get("gradient_clip_val") or 0.0
+    clip = run.trainer.gradient_clip_val or 0.0
 
     def step(batch):
         batch = {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}

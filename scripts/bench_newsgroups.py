@@ -62,7 +62,7 @@ def main() -> None:
         ov = ["experiment=newsgroups", "logger=csv", limit, "trainer.enable_progress_bar=false", *SETTINGS[name], *args.overrides]
         times = load_times(SETTINGS[name] + [o for o in args.overrides if o.startswith("data.")])
         out_dir = Path(tempfile.mkdtemp(prefix=f"bench-ng-{name}-"))
-        s = train(compose_cfg(ov, out_dir), out_dir)
+        s = train(load_run(compose_cfg(ov, out_dir)))
         test = s["metrics"]["test"]
         results["settings"][name] = {
             "test_acc": test.get("test/acc"), "test_f1_macro": test.get("test/f1_macro"),

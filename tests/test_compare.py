@@ -8,6 +8,7 @@ import json
 import pytest
 
 from attnexp.compare import compare_cli
+from attnexp.run import load_run
 from attnexp.train import train
 from conftest import compose_cfg
 
@@ -26,7 +27,7 @@ def two_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     for layers in (1, 2):
         ov = [f"model.n_layers={layers}", "optim.lr=3e-3", *COMMON]
-        train(compose_cfg(ov, root / f"layers{layers}"), root / f"layers{layers}", overrides=ov)
+        train(load_run(compose_cfg(ov, root / f"layers{layers}")))
     return root
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from attnexp.config import ConfigError
-from attnexp.train import load_run
+from attnexp.run import load_run
 from conftest import compose_cfg, options
 
 GROUPS = ["attention", "model", "data", "task", "trainer", "logger", "experiment"]

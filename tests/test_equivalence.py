@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnexp.attention.alibi import alibi_slopes
+from attnexp.attention.variants.alibi import alibi_slopes
 from attnexp.config import AttentionConfig, ModelConfig
 from attnexp.model import Transformer
-from variants import B, D, H, T, build, pad_valid, spec
+from variants import EXTRA, B, D, H, T, build, pad_valid, spec
 
 MASKS = ["causal", "bidirectional"]
 close = dict(atol=1e-5, rtol=1e-5)
@@ -56,7 +56,7 @@ def test_single_head_equals_fused_with_one_head(mask):
 
 
 def FusedOneHead(mask):
-    from attnexp.attention.fused import FusedMultiHead
+    from attnexp.attention.variants.fused import FusedMultiHead
 
     return FusedMultiHead(D, 1, AttentionConfig(name="fused", mask=mask, backend="eager")).eval()
 
@@ -136,7 +136,7 @@ def test_whole_model_has_no_causal_leak(name, backend):
     from attnexp import attention
 
     be = "eager" if backend == "eager" else attention.get(name).backends[1]
-    extra = {"sliding_window": {"window": 4}, "gqa": {"n_kv_heads": 2}}.get(name, {})
+    extra = EXTRA.get(name, {})
     torch.manual_seed(0)
     model = Transformer(ModelConfig(d_model=D, n_heads=H, n_layers=2), AttentionConfig(name=name, backend=be, **extra), 50).eval()
     ids = torch.randint(6, 50, (2, T))

@@ -18,18 +18,20 @@ from attnexp.config import AttentionConfig, ModelConfig
 from attnexp.maps import stats
 from attnexp.maps.probe import Probe, attention_maps
 from attnexp.model import Transformer
+from attnexp.run import load_run
 from attnexp.train import train
 from conftest import compose_cfg
+from variants import EXTRA
 
 QUICK = ["trainer.enable_progress_bar=false", "data.n_sentences=400", "trainer.max_epochs=2", "maps.n_examples=2"]
 
 
-@pytest.mark.parametrize("name", list(attention.REGISTRY))
+@pytest.mark.parametrize("name", list(attention.registered()))
 def test_probe_path_gives_the_same_outputs_as_the_training_path(name):
     """Training may run on SDPA/flash/flex; the probe takes the eager path of the same modules."""
     c = attention.get(name)
     fast = [b for b in c.backends if b != "eager"][0] if len(c.backends) > 1 else "eager"
-    extra = {"sliding_window": {"window": 4}, "gqa": {"n_kv_heads": 2}}.get(name, {})
+    extra = EXTRA.get(name, {})
     torch.manual_seed(0)
     model = Transformer(ModelConfig(d_model=32, n_heads=4), AttentionConfig(name=name, backend=fast, **extra), 40).eval()
     ids = torch.randint(6, 40, (3, 11))
@@ -67,7 +69,7 @@ def test_callback_writes_maps_and_logs_them(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     cfg = compose_cfg([*QUICK, "logger=tensorboard"], tmp_path)
-    s = train(cfg, tmp_path)
+    s = train(load_run(cfg))
     maps = tmp_path / "maps"
     for epoch in range(2):
         d = np.load(maps / f"epoch{epoch:03d}.npz", allow_pickle=True)
@@ -89,7 +91,7 @@ def test_callback_writes_maps_and_logs_them(tmp_path):
 def test_maps_from_given_texts_and_the_maps_command(tmp_path):
     texts = '["the dogs near the cat run .","a king sleeps"]'
     cfg = compose_cfg([*QUICK, "logger=none", f"maps.texts={texts}", "trainer.max_epochs=1"], tmp_path)
-    s = train(cfg, tmp_path)
+    s = train(load_run(cfg))
     d = np.load(tmp_path / "maps" / "epoch000.npz", allow_pickle=True)
     assert list(d["tokens"][1]) == ["[BOS]", "a", "king", "sleeps", "[EOS]"]
     from attnexp.cli import main
@@ -98,7 +100,7 @@ def test_maps_from_given_texts_and_the_maps_command(tmp_path):
     assert main(["maps", f"ckpt={s['checkpoints']['last']}", "text=every cat sings .", f"out={out}"]) == 0
     m = np.load(out / "maps.npz", allow_pickle=True)
     assert list(m["tokens"][0]) == ["[BOS]", "every", "cat", "sings", ".", "[EOS]"]
-    assert m["weights"].shape == (2, 1, 4, 6, 6) and (out / "text0.png").is_file() and (out / "viewer.html").is_file()
+    assert m["weights"].shape == (2, 1, 4, 6, 6) and (out / "maps_ex0.png").is_file() and (out / "viewer.html").is_file()
     with pytest.raises(SystemExit, match="no such file"):
         main(["maps", "ckpt=/nope.ckpt", "text=x"])
 
@@ -108,7 +110,7 @@ def test_wandb_offline_gets_images_and_a_table(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.setenv("WANDB_MODE", "offline")
     cfg = compose_cfg([*QUICK, "logger=wandb", "trainer.max_epochs=1"], tmp_path)
-    train(cfg, tmp_path)
+    train(load_run(cfg))
     runs = list((tmp_path / "wandb").glob("offline-run-*"))
     assert len(runs) == 1
     root = runs[0] / "files" / "media"
@@ -126,7 +128,7 @@ def test_viewer_renders_in_headless_chromium(tmp_path):
 
     w = np.zeros((2, 1, 2, 5, 5), dtype=np.float32)
     w[..., np.arange(5), np.arange(5)] = 1.0
-    write_viewer(tmp_path / "viewer.html", [(0, w), (1, w)], [["[BOS]", "a", "b", "c", "[EOS]"]], title="t")
+    write_viewer(tmp_path / "viewer.html", [(0, w), (1, w)], [["[BOS]", "a", "b", "c", "[EOS]"]], 64, title="t")
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              f"--user-data-dir={tempfile.mkdtemp()}", "--window-size=900,900"]

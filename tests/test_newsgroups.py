@@ -71,7 +71,7 @@ def test_remove_headers_footers_quotes(tmp_path):
 def test_classifier_trains_on_the_slice(mask, tmp_path):
     cfg = compose_cfg([*SLICE, f"attention={mask}", "trainer.fast_dev_run=true", "logger=none",
                        "trainer.enable_progress_bar=false", f"data.cache_dir={tmp_path / 'cache'}"], tmp_path)
-    s = train(cfg, tmp_path)
+    s = train(load_run(cfg))
     assert s["status"] == "completed" and s["task"]["pooling"] == ("last" if mask == "causal" else "cls")
     assert s["data"]["num_classes"] == 20
 

@@ -9,6 +9,7 @@ import pytest
 from attnexp.data.collate import IGNORE
 from attnexp.data.synthetic import example
 from attnexp.data.vocab import MASK, SEP, SPECIALS
+from attnexp.run import load_run
 from attnexp.train import train
 from conftest import compose_cfg
 
@@ -36,18 +37,18 @@ def test_sort_targets_are_sorted():
     assert ys == sorted(ys)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["copy", "reverse"])
 def test_two_layer_model_solves_copy_and_reverse_with_the_expected_heads(kind, tmp_path):
     cfg = compose_cfg([f"experiment={kind}", "trainer.max_epochs=4", "data.n_train=3000", "logger=none",
                        "trainer.enable_progress_bar=false", "maps.n_examples=8", "test=false"], tmp_path)
-    s = train(cfg, tmp_path)
+    s = train(load_run(cfg))
     assert s["metrics"]["final"]["val/acc"] > 0.98, s["metrics"]["history"]
     assert s["attention_maps"]["alignment"]["best"] > 0.6, s["attention_maps"]
 
 
 def test_bad_synthetic_settings_are_config_errors():
     from attnexp.config import ConfigError
-    from attnexp.run import load_run
 
     with pytest.raises(ConfigError, match="needs 43 tokens; raise data.max_len=32"):
         load_run(compose_cfg(["data=synthetic", "data.length=20", "data.max_len=32"]))

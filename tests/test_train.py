@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from attnexp.lit import AttnexpModule
+from attnexp.run import load_run
 from attnexp.train import train
 from conftest import compose_cfg, options
 
@@ -24,17 +25,18 @@ FAST = ["trainer.enable_progress_bar=false", "data.n_sentences=300", "logger=non
 @pytest.mark.parametrize("mask", ["causal", "bidirectional"])
 def test_fast_dev_run_each_task_and_mask(task, mask, tmp_path):
     cfg = compose_cfg([f"task={task}", f"attention={mask}", "trainer.fast_dev_run=true", *FAST], tmp_path)
-    s = train(cfg, tmp_path)
+    s = train(load_run(cfg))
     assert s["status"] == "completed" and s["steps"] == 1
     assert s["task"]["objective"] == ("next" if mask == "causal" else "masked")
     assert s["task"]["pooling"] == ("last" if mask == "causal" else "cls")
     assert (tmp_path / "summary.json").is_file() and (tmp_path / "config_resolved.yaml").is_file()
 
 
+@pytest.mark.slow
 def test_short_run_learns_and_writes_outputs(tmp_path):
     cfg = compose_cfg(["trainer.max_epochs=3", "data.n_sentences=1500", "logger=tensorboard",
                        "trainer.enable_progress_bar=false"], tmp_path)
-    s = train(cfg, tmp_path)
+    s = train(load_run(cfg))
     hist = s["metrics"]["history"]
     assert len(hist) == 3 and hist[-1]["val/loss"] < hist[0]["val/loss"] - 0.2, hist
     assert s["metrics"]["test"]["test/loss"] == pytest.approx(s["metrics"]["best"]["value"], rel=1e-4)
@@ -54,11 +56,10 @@ def test_logged_metrics_are_what_they_say(tmp_path):
 
     from attnexp.data import build_datamodule
     from attnexp.model import lm_loss
-    from attnexp.run import load_run
 
     cfg = compose_cfg(["trainer.max_epochs=2", "data.n_sentences=300", "logger=csv", "trainer.log_every_n_steps=2",
                        "trainer.enable_progress_bar=false", "maps.enabled=false"], tmp_path)
-    s = train(cfg, tmp_path)
+    s = train(load_run(cfg))
     rows = list(csv.DictReader(next(tmp_path.rglob("metrics.csv")).open()))
     steps = [int(r["step"]) for r in rows if r.get("train/loss")]
     assert steps and all((st + 1) % 2 == 0 for st in steps), steps
@@ -90,10 +91,10 @@ def run_cli(*args, cwd):
 
 
 @pytest.mark.parametrize("override,needle", [
-    ("attention=nope", "Could not find 'attention/nope'"),
-    ("model.n_heads=5", "model.d_model=64 is not divisible by model.n_heads=5"),
-    ("optim.lr=-1", "optim.lr=-1.0 must be positive"),
-    ("data.corpus=missing.txt", "data.corpus='missing.txt': no such file"),
+    pytest.param("attention=nope", "Could not find 'attention/nope'", marks=pytest.mark.slow),
+    ("model.n_heads=5", "model.d_model=64 is not divisible by model.n_heads=5"),  # the default run's one CLI call
+    pytest.param("optim.lr=-1", "optim.lr=-1.0 must be positive", marks=pytest.mark.slow),
+    pytest.param("data.corpus=missing.txt", "data.corpus='missing.txt': no such file", marks=pytest.mark.slow),
 ])
 def test_cli_bad_override_is_one_clear_line(override, needle, tmp_path):
     r = run_cli("train", override, "logger=none", cwd=tmp_path)
@@ -102,6 +103,7 @@ def test_cli_bad_override_is_one_clear_line(override, needle, tmp_path):
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_cli_sweep_keeps_going_past_a_bad_job(tmp_path):
     r = run_cli("train", "-m", "model.n_heads=4,5", "trainer.fast_dev_run=true", "logger=none",
                 "data.n_sentences=200", "trainer.enable_progress_bar=false", cwd=tmp_path)
@@ -117,6 +119,7 @@ def test_cli_sweep_keeps_going_past_a_bad_job(tmp_path):
     assert len(rows) == 2 and any("config_error" in x and "not divisible" in x for x in rows), r.stdout
 
 
+@pytest.mark.slow
 def test_cli_help_and_commands(tmp_path):
     assert "train" in run_cli("--help", cwd=tmp_path).stdout
     h = run_cli("train", "--help", cwd=tmp_path).stdout
@@ -126,8 +129,9 @@ def test_cli_help_and_commands(tmp_path):
     assert r.returncode == 2 and "unknown command" in r.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", options("attention"))
 def test_every_attention_config_trains(variant, tmp_path):
     cfg = compose_cfg([f"attention={variant}", "trainer.fast_dev_run=true", *FAST], tmp_path)
-    s = train(cfg, tmp_path)
+    s = train(load_run(cfg))
     assert s["status"] == "completed" and s["steps"] == 1

@@ -7,15 +7,15 @@ import torch
 
 from attnexp import attention
 from attnexp.attention import MaskSpec
-from attnexp.attention.dot_product import DotProduct
-from attnexp.attention.fused import FusedMultiHead
-from attnexp.attention.multi_head_list import MultiHeadList
-from attnexp.attention.single_head import SingleHead
-from attnexp.attention.torch_mha import TorchMHA
+from attnexp.attention.variants.dot_product import DotProduct
+from attnexp.attention.variants.fused import FusedMultiHead
+from attnexp.attention.variants.multi_head_list import MultiHeadList
+from attnexp.attention.variants.single_head import SingleHead
+from attnexp.attention.variants.torch_mha import TorchMHA
 from attnexp.config import AttentionConfig
 
 D, H, B, T = 32, 4, 3, 12
-EXTRA = {"sliding_window": {"window": 4}, "gqa": {"n_kv_heads": 2}}
+EXTRA = {"sliding_window": {"window": 4}, "gqa": {"n_kv_heads": 2}}  # options a variant cannot run without
 
 
 def cfg(name: str, backend: str = "eager", mask: str = "causal", **kw) -> AttentionConfig:
@@ -40,7 +40,7 @@ def pad_valid(lengths=(T, 7, 3)) -> torch.Tensor:
 
 def cases():
     """(variant, backend) for every backend each registered variant declares."""
-    return [(n, b) for n, c in attention.REGISTRY.items() for b in c.backends]
+    return [(n, b) for n, c in attention.registered().items() for b in c.backends]
 
 
 def output_from_weights(mod, x_BTD, w_BHTT):

@@ -1,29 +1,37 @@
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
 from attnexp.attention.kernels import BACKENDS
 from attnexp.attention.masking import MaskSpec
-from attnexp.config import AttentionConfig
+from attnexp.config import AttentionConfig, ModelConfig
 
 
 class Attention(nn.Module):
-    """Interface of every variant. Subclasses set the class attributes and `forward`."""
+    """Interface of every variant: `forward(x_BTD, mask, need_weights) -> (y_BTD, weights_BHTT | None)`.
+
+    Subclasses set the class attributes, `forward`, and where they have rules of their own,
+    `check_config`; the registry calls it when a config is validated."""
 
     name: ClassVar[str]
     summary: ClassVar[str]
     backends: ClassVar[tuple[str, ...]] = BACKENDS
     softmax: ClassVar[bool] = True  # weights are a softmax over allowed keys
-    returns_weights: ClassVar[bool] = True
     positional: ClassVar[bool] = False  # encodes positions itself: no learned position embedding needed
-    uses_window: ClassVar[bool] = False
+    # AttentionConfig fields this variant reads, with its default (None: the user must set it);
+    # setting one of them for a variant that does not read it is a config error.
+    options: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, d_model: int, n_heads: int, cfg: AttentionConfig):
         super().__init__()
         self.d_model, self.n_heads, self.cfg = d_model, n_heads, cfg
         self.backend = cfg.backend
+
+    @classmethod
+    def check_config(cls, a: AttentionConfig, m: ModelConfig) -> None:
+        """Raise a ConfigError for settings this variant cannot run (options already filled in)."""
 
     def forward(self, x_BTD: Tensor, mask: MaskSpec, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         raise NotImplementedError

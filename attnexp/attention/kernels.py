@@ -5,6 +5,10 @@ Shapes: q (B, H, T, D); k, v (B, G, T, D) with H % G == 0 (G < H is grouped-quer
 efficient kernels where the mask allows); `flex` calls FlexAttention (compiled on CUDA; on CPU it
 runs forward-only). Asking for weights always takes the eager path on the same tensors, so the
 maps logged for a model trained on a fused kernel come from the very same parameters.
+
+A variant that changes the scores (ALiBi's distance penalty, a data-dependent decay) hands the
+kernel a `ScoreBias`: the same additive bias as a dense tensor (eager, sdpa) and as a
+FlexAttention `score_mod`, so a new positional scheme needs no change here.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import math
 import warnings
 from functools import lru_cache
+from typing import Callable, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -22,21 +27,27 @@ from attnexp.attention.masking import MaskSpec
 BACKENDS = ("eager", "sdpa", "flex")
 
 
-def alibi_bias(slopes_H: Tensor, T: int) -> Tensor:
-    """(1, H, T, T) additive bias -slope_h * |i - j| (ALiBi, Press et al. 2022)."""
-    pos = torch.arange(T, device=slopes_H.device)
-    dist = (pos[:, None] - pos[None, :]).abs().to(slopes_H.dtype)
-    return (-slopes_H[:, None, None] * dist)[None]
+class ScoreBias(Protocol):
+    def dense(self, T: int) -> Tensor:
+        """Additive bias broadcastable to (B, H, T, T), float32."""
+
+    def score_mod(self) -> Callable:
+        """The same bias as a FlexAttention score_mod(score, b, h, q_idx, kv_idx)."""
 
 
-def eager(q, k, v, mask: MaskSpec, *, scale, bias=None, dropout_p=0.0, training=False):
+def repeat_kv(k: Tensor, v: Tensor, H: int) -> tuple[Tensor, Tensor]:
+    """(B, G, T, D) keys/values shared by groups of query heads -> one per query head (B, H, T, D)."""
+    G = k.shape[1]
+    return (k, v) if G == H else (k.repeat_interleave(H // G, dim=1), v.repeat_interleave(H // G, dim=1))
+
+
+def eager(q, k, v, mask: MaskSpec, *, scale, bias: Tensor | None = None, dropout_p=0.0, training=False):
     """Reference path: returns (out (B,H,T,D), post-softmax weights (B,H,T,T))."""
-    H, G, T = q.shape[1], k.shape[1], q.shape[2]
-    if G != H:
-        k, v = k.repeat_interleave(H // G, dim=1), v.repeat_interleave(H // G, dim=1)
+    T = q.shape[2]
+    k, v = repeat_kv(k, v, q.shape[1])
     scores = (q @ k.transpose(-2, -1)) * scale
     if bias is not None:
-        scores = scores + bias.to(scores.dtype)  # float32 slopes must not upcast bf16 scores
+        scores = scores + bias.to(scores.dtype)  # a float32 bias must not upcast bf16 scores
     additive = torch.zeros((), dtype=scores.dtype, device=scores.device).masked_fill(
         ~mask.allowed(T, q.device), float("-inf")
     )
@@ -45,7 +56,7 @@ def eager(q, k, v, mask: MaskSpec, *, scale, bias=None, dropout_p=0.0, training=
     return probs @ v, weights
 
 
-def sdpa(q, k, v, mask: MaskSpec, *, scale, bias=None, dropout_p=0.0, training=False):
+def sdpa(q, k, v, mask: MaskSpec, *, scale, bias: Tensor | None = None, dropout_p=0.0, training=False):
     T = q.shape[2]
     drop = dropout_p if training else 0.0
     gqa = k.shape[1] != q.shape[1]
@@ -68,13 +79,9 @@ def _flex_fn(device_type: str):
     return flex_attention  # CPU: unfused reference implementation, forward only
 
 
-def flex(q, k, v, mask: MaskSpec, *, scale, slopes_H=None, dropout_p=0.0, training=False):
+def flex(q, k, v, mask: MaskSpec, *, scale, score_mod=None, dropout_p=0.0, training=False):
     if dropout_p > 0 and training:
         raise ValueError("FlexAttention has no attention dropout; set attention.dropout=0 or use backend sdpa")
-    score_mod = None
-    if slopes_H is not None:
-        def score_mod(score, b, h, q_idx, kv_idx):
-            return score - slopes_H[h] * (q_idx - kv_idx).abs()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
         return _flex_fn(q.device.type)(
@@ -83,16 +90,18 @@ def flex(q, k, v, mask: MaskSpec, *, scale, slopes_H=None, dropout_p=0.0, traini
         )
 
 
-def attend(q, k, v, mask: MaskSpec, *, backend: str, slopes_H: Tensor | None = None, dropout_p: float = 0.0,
+def attend(q, k, v, mask: MaskSpec, *, backend: str, bias: ScoreBias | None = None, dropout_p: float = 0.0,
            training: bool = False, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
     """Softmax attention on the chosen backend; weights only when asked (then always eager)."""
     scale = 1.0 / math.sqrt(q.shape[-1])
-    bias = None if slopes_H is None else alibi_bias(slopes_H, q.shape[2])
+    if backend == "flex" and not need_weights:
+        out = flex(q, k, v, mask, scale=scale, score_mod=None if bias is None else bias.score_mod(),
+                   dropout_p=dropout_p, training=training)
+        return out, None
+    dense = None if bias is None else bias.dense(q.shape[2])
     if need_weights or backend == "eager":
-        out, w = eager(q, k, v, mask, scale=scale, bias=bias, dropout_p=dropout_p, training=training)
+        out, w = eager(q, k, v, mask, scale=scale, bias=dense, dropout_p=dropout_p, training=training)
         return out, (w if need_weights else None)
     if backend == "sdpa":
-        return sdpa(q, k, v, mask, scale=scale, bias=bias, dropout_p=dropout_p, training=training), None
-    if backend == "flex":
-        return flex(q, k, v, mask, scale=scale, slopes_H=slopes_H, dropout_p=dropout_p, training=training), None
+        return sdpa(q, k, v, mask, scale=scale, bias=dense, dropout_p=dropout_p, training=training), None
     raise ValueError(f"Unknown backend: {backend!r}; choose one of {', '.join(BACKENDS)}")

@@ -3,17 +3,12 @@
 
 from __future__ import annotations
 
+import importlib
+
 from attnexp.config import TaskConfig
 
 
 def build_datamodule(cfg, task: TaskConfig, causal: bool, run_dir: str | None = None):
-    """`cfg` is a validated data config (attnexp.data.configs); its `name` picks the module."""
-    if cfg.name == "toy":
-        from attnexp.data.toy import ToyDataModule as cls
-    elif cfg.name == "newsgroups":
-        from attnexp.data.newsgroups import NewsgroupsDataModule as cls
-    elif cfg.name == "synthetic":
-        from attnexp.data.synthetic import SyntheticDataModule as cls
-    else:
-        raise ValueError(f"no DataModule for data.name={cfg.name!r}")
-    return cls(cfg, task, causal=causal, run_dir=run_dir)
+    """`cfg` is a validated data config (attnexp.data.configs); its `module` names the DataModule."""
+    module, _, cls = type(cfg).module.partition(":")
+    return getattr(importlib.import_module(module), cls)(cfg, task, causal=causal, run_dir=run_dir)

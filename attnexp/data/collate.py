@@ -12,7 +12,16 @@ from dataclasses import dataclass
 
 import torch
 
-IGNORE = -100
+IGNORE = -100  # label of positions without a target (torch's cross_entropy ignore_index)
+
+
+def pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad token lists to (B, T) ids and a (B, T) bool mask, True at real tokens."""
+    lengths = torch.tensor([len(s) for s in seqs])
+    ids = torch.full((len(seqs), int(lengths.max())), pad_id, dtype=torch.long)
+    for b, s in enumerate(seqs):
+        ids[b, : len(s)] = torch.as_tensor(s)
+    return ids, torch.arange(ids.shape[1])[None, :] < lengths[:, None]
 
 
 @dataclass
@@ -27,13 +36,9 @@ class Collator:
 
     def __call__(self, items: list[dict]) -> dict:
         lengths = [len(it["input_ids"]) for it in items]
-        B, T = len(items), max(lengths)
-        ids = torch.full((B, T), self.pad_id, dtype=torch.long)
-        for b, it in enumerate(items):
-            ids[b, : lengths[b]] = torch.as_tensor(it["input_ids"])
-        pad_mask = torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]
+        ids, pad_mask = pad([it["input_ids"] for it in items], self.pad_id)
         # Known here on the CPU for free; the model would need a device sync to find out.
-        batch = {"input_ids": ids, "pad_mask": pad_mask, "padded": min(lengths) < T}
+        batch = {"input_ids": ids, "pad_mask": pad_mask, "padded": min(lengths) < max(lengths)}
         if self.objective == "classify":
             batch["labels"] = torch.tensor([it["label"] for it in items])
         elif self.objective == "next":

@@ -1,16 +1,18 @@
 """The data sets' typed configs, kept apart from the DataModules so that validating a config
-(and Hydra's schemas) does not import Lightning."""
+(and Hydra's schemas) does not import Lightning. Each names the DataModule that reads it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from attnexp.config import TaskConfig, check, from_dict
 
 
 @dataclass
 class ToyDataConfig:
+    module: ClassVar[str] = "attnexp.data.toy:ToyDataModule"
     name: str = "toy"
     corpus: str | None = None  # a UTF-8 text file, one sentence per line; null = built-in grammar
     n_sentences: int = 6000  # built-in grammar only
@@ -34,6 +36,7 @@ class ToyDataConfig:
 
 @dataclass
 class NewsgroupsDataConfig:
+    module: ClassVar[str] = "attnexp.data.newsgroups:NewsgroupsDataModule"
     name: str = "newsgroups"
     source: str = "auto"  # auto | local | hub | sklearn  (auto: local if `path` exists, else sklearn, else hub)
     path: str = "../shared/data/20newsgroups"  # local: a folder with train.* and test.* (.jsonl[.gz], .csv, .parquet)
@@ -72,6 +75,7 @@ SYNTHETIC_KINDS = ("copy", "reverse", "sort", "recall", "induction")
 class SyntheticDataConfig:
     """Sequence tasks whose right attention is known in advance (see attnexp/data/synthetic.py)."""
 
+    module: ClassVar[str] = "attnexp.data.synthetic:SyntheticDataModule"
     name: str = "synthetic"
     kind: str = "copy"  # copy | reverse | sort | recall | induction
     n_symbols: int = 16  # symbols a, b, c, ...
@@ -100,7 +104,10 @@ class SyntheticDataConfig:
         check(task.name == "lm", "data=synthetic has per-token targets; use task=lm")
 
 
-SCHEMAS = {"toy": ToyDataConfig, "newsgroups": NewsgroupsDataConfig, "synthetic": SyntheticDataConfig}
+DataConfig = ToyDataConfig | NewsgroupsDataConfig | SyntheticDataConfig
+# data.name -> its config; the config's `module` names its DataModule ("package.module:Class").
+SCHEMAS: dict[str, type[DataConfig]] = {"toy": ToyDataConfig, "newsgroups": NewsgroupsDataConfig,
+                                        "synthetic": SyntheticDataConfig}
 
 
 def load_data_config(raw: dict, task: TaskConfig):

@@ -26,8 +26,12 @@ class TextEncoder:
 
     def encode(self, text: str) -> list[int]:
         if self.kind == "words":
-            return [BOS] + self.vocab.encode(words(text, self.lowercase)[: self.max_len - 2]) + [EOS]
+            return self.encode_words(words(text, self.lowercase))
         return self.tok.encode(text).ids
+
+    def encode_words(self, ws: list[str]) -> list[int]:
+        """[BOS] w1 .. wn [EOS] for a word-level vocabulary, cut to max_len."""
+        return [BOS] + self.vocab.encode(ws[: self.max_len - 2]) + [EOS]
 
     def decode(self, ids) -> list[str]:
         if self.kind == "words":

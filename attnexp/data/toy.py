@@ -10,12 +10,10 @@ from attnexp.data import grammar
 from attnexp.data.base import TokenDataModule
 from attnexp.data.configs import ToyDataConfig
 from attnexp.data.encoder import TextEncoder
-from attnexp.data.vocab import BOS, EOS, MASK, PAD, SPECIALS, Vocab, words
+from attnexp.data.vocab import MASK, PAD, SPECIALS, Vocab, words
 
 
 class ToyDataModule(TokenDataModule):
-    config_class = ToyDataConfig
-
     def __init__(self, cfg: ToyDataConfig, task, causal: bool, run_dir=None):
         super().__init__(cfg, task, causal)
         self.pad_id, self.mask_id, self.first_word_id = PAD, MASK, len(SPECIALS)
@@ -48,7 +46,6 @@ class ToyDataModule(TokenDataModule):
 
         def item(i):
             ws, label = sents[i]
-            ids = [BOS] + self.vocab.encode(ws[: self.cfg.max_len - 2]) + [EOS]
-            return {"input_ids": ids, "label": label, "idx": i}
+            return {"input_ids": self.encoder.encode_words(ws), "label": label, "idx": i}
 
         self.splits = {"train": [item(i) for i in train_ids], "val": [item(i) for i in val_ids]}

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import lightning as L
 import numpy as np
+from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
 
-from attnexp.config import MapsConfig
+from attnexp.config import ALIGN_BEST, MapsConfig
 from attnexp.maps import render, stats
 from attnexp.maps.html import write_viewer
-from attnexp.maps.probe import Probe, attention_maps, probe_from, save_npz
+from attnexp.maps.probe import Probe, attention_maps, probe_from, save_snapshot
 
 
 class AttentionMaps(L.Callback):
@@ -41,8 +42,8 @@ class AttentionMaps(L.Callback):
             self.last_alignment = {"best": float(scores.max()), "layer": int(layer), "head": int(head)}
             scalars.update({"align/best_layer": float(layer), "align/best_head": float(head)})
             scalars.update(stats.flat({"alignment": scores}, prefix="align"))
-        if scores is not None:  # in callback_metrics, so checkpoint.monitor=align/best works
-            pl_module.log("align/best", float(scores.max()), on_epoch=True)
+            # in callback_metrics, so checkpoint.monitor=align/best works
+            pl_module.log(ALIGN_BEST, float(scores.max()), on_epoch=True)
         for lg in trainer.loggers:  # straight to the loggers: ~50 scalars through self.log cost ~20 ms an epoch
             lg.log_metrics(scalars, step=trainer.global_step)
         self.save(trainer, w, s, scores)
@@ -51,15 +52,11 @@ class AttentionMaps(L.Callback):
     def save(self, trainer, w: np.ndarray, s: dict, scores) -> None:
         epoch, step = trainer.current_epoch, trainer.global_step
         self.dir.mkdir(parents=True, exist_ok=True)
-        save_npz(self.dir / f"epoch{epoch:03d}.npz", w, self.probe, s, epoch=epoch, step=step,
-                 **({"alignment": scores} if scores is not None else {}))
         n = self.cfg.max_tokens
+        grids = save_snapshot(self.dir, f"epoch{epoch:03d}", w, self.probe, s, f"epoch {epoch} (step {step})", n,
+                              scores, epoch=epoch, step=step)
         self.history.append((epoch, w[:, :, :, :n, :n].copy()))
-        for b, toks in enumerate(self.probe.tokens):
-            title = f"epoch {epoch} (step {step}) · example {b}" + (" · (alignment score)" if scores is not None else "")
-            img = render.quantize(render.grid(w[:, b], toks, title, n, head_scores=scores))
-            png = render.to_png(img)
-            (self.dir / f"epoch{epoch:03d}_ex{b}.png").write_bytes(png)
+        for b, (img, png) in enumerate(grids):
             if self.cfg.animation:
                 self.frames.setdefault(b, []).append(img)
             if self.cfg.images_to_logger:
@@ -71,19 +68,18 @@ class AttentionMaps(L.Callback):
         for b, frames in self.frames.items():
             render.gif(frames, self.dir / f"evolution_ex{b}.gif")
         if self.cfg.html and self.history:
-            write_viewer(self.dir / "viewer.html", self.history, [t[: self.cfg.max_tokens] for t in self.probe.tokens],
+            write_viewer(self.dir / "viewer.html", self.history, self.probe.tokens, self.cfg.max_tokens,
                          title=str(Path(trainer.default_root_dir).name))
 
 
 def log_image(trainer, key: str, img, png: bytes, step: int) -> None:
     for lg in trainer.loggers:
-        kind = type(lg).__name__
-        if kind == "TensorBoardLogger":  # hand over our PNG: add_image would decode and re-encode it
+        if isinstance(lg, TensorBoardLogger):  # hand over our PNG: add_image would decode and re-encode it
             from tensorboard.compat.proto.summary_pb2 import Summary
 
             image = Summary.Image(height=img.height, width=img.width, colorspace=3, encoded_image_string=png)
             lg.experiment.file_writer.add_summary(Summary(value=[Summary.Value(tag=key, image=image)]), step)
-        elif kind == "WandbLogger":
+        elif isinstance(lg, WandbLogger):
             lg.log_image(key=key, images=[img], step=step)
 
 
@@ -93,5 +89,5 @@ def log_stats_table(trainer, s: dict, step: int) -> None:
     L, H = s[names[0]].shape
     rows = [[step, layer, head, *(float(s[k][layer, head]) for k in names)] for layer in range(L) for head in range(H)]
     for lg in trainer.loggers:
-        if type(lg).__name__ == "WandbLogger":
+        if isinstance(lg, WandbLogger):
             lg.log_table(key="attention_head_stats", columns=["step", "layer", "head", *names], data=rows, step=step)

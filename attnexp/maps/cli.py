@@ -40,9 +40,9 @@ def maps_cli(argv: list[str]) -> int:
     import torch
 
     from attnexp.lit import AttnexpModule
-    from attnexp.maps import render, stats
+    from attnexp.maps import stats
     from attnexp.maps.html import write_viewer
-    from attnexp.maps.probe import Probe, attention_maps, save_npz
+    from attnexp.maps.probe import Probe, attention_maps, save_snapshot
 
     args = parse(argv)
     path = Path(args["ckpt"])
@@ -58,13 +58,9 @@ def maps_cli(argv: list[str]) -> int:
     out = Path(args.get("out") or path.parent.parent / "maps" / f"custom_{path.stem}")
     out.mkdir(parents=True, exist_ok=True)
     n = int(args.get("max_tokens", 64))
-    save_npz(out / "maps.npz", w, probe, stats.head_stats(w, probe.lengths))
-    for b, toks in enumerate(probe.tokens):
-        img = render.quantize(render.grid(w[:, b], toks, f"{path.name} · text {b}", n))
-        (out / f"text{b}.png").write_bytes(render.to_png(img))
-    write_viewer(out / "viewer.html", [(int(ckpt.get("epoch", 0)), w[:, :, :, :n, :n])], [t[:n] for t in probe.tokens],
-                 title=path.name)
-    print(f"maps of {len(ids)} text(s) from {path} -> {out}/ (text0.png ..., maps.npz, viewer.html)")
+    save_snapshot(out, "maps", w, probe, stats.head_stats(w, probe.lengths), path.name, n)
+    write_viewer(out / "viewer.html", [(int(ckpt.get("epoch", 0)), w)], probe.tokens, n, title=path.name)
+    print(f"maps of {len(ids)} text(s) from {path} -> {out}/ (maps_ex0.png ..., maps.npz, viewer.html)")
     return 0
 
 

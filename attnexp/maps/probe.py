@@ -4,9 +4,13 @@ through the weight-returning (eager) path of the very modules that train on SDPA
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
+
+from attnexp.data.collate import pad
+from attnexp.maps import render
 
 
 @dataclass
@@ -20,12 +24,8 @@ class Probe:
         return [len(x) for x in self.ids]
 
     def batch(self, pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-        T = max(self.lengths)
-        ids = torch.full((len(self.ids), T), pad_id, dtype=torch.long)
-        for b, x in enumerate(self.ids):
-            ids[b, : len(x)] = torch.tensor(x)
-        pad = torch.arange(T)[None] < torch.tensor(self.lengths)[:, None]
-        return ids.to(device), pad.to(device)
+        ids, pad_mask = pad(self.ids, pad_id)
+        return ids.to(device), pad_mask.to(device)
 
 
 def probe_from(dm, texts: list[str], n_examples: int) -> Probe:
@@ -46,18 +46,30 @@ def attention_maps(model, probe: Probe, pad_id: int) -> np.ndarray:
     model.eval()
     try:
         device = next(model.parameters()).device
-        ids, pad = probe.batch(pad_id, device)
-        out = model(ids, pad, need_weights=True)
+        ids, pad_mask = probe.batch(pad_id, device)
+        out = model(ids, pad_mask, need_weights=True)
     finally:
         model.train(was_training)
     w = torch.stack(out.attn).float()  # (L, B, H, T, T)
-    w = w * pad[None, :, None, :, None] * pad[None, :, None, None, :]
+    w = w * pad_mask[None, :, None, :, None] * pad_mask[None, :, None, None, :]
     return w.cpu().numpy()
 
 
-def save_npz(path, w: np.ndarray, probe: Probe, head_stats: dict, **extra) -> None:
-    """One layout for every maps file (the callback's epochNNN.npz and `attnexp maps`' maps.npz):
-    fp16 weights (L, B, H, T, T), tokens and lengths per example, stat_<name> (L, H), extras."""
-    np.savez_compressed(path, weights=w.astype(np.float16), lengths=np.array(probe.lengths),
+def save_snapshot(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, head_stats: dict, title: str,
+                  max_tokens: int, scores: np.ndarray | None = None, **meta) -> list:
+    """One snapshot of the probe set's maps, the same for the callback (epochNNN) and `attnexp maps`:
+    <stem>.npz (fp16 weights (L, B, H, T, T), tokens and lengths per example, stat_<name> (L, H),
+    alignment and `meta`) and a PNG grid per example, <stem>_exK.png. Returns (grid, PNG bytes) per
+    example: the paletted grid doubles as a GIF frame, the bytes go to the loggers as they are."""
+    extra = {**meta, **({"alignment": scores} if scores is not None else {})}
+    np.savez_compressed(out_dir / f"{stem}.npz", weights=w.astype(np.float16), lengths=np.array(probe.lengths),
                         tokens=np.array([np.array(t, dtype=object) for t in probe.tokens], dtype=object),
                         **{f"stat_{k}": v for k, v in head_stats.items()}, **extra)
+    grids = []
+    note = " · (alignment score)" if scores is not None else ""
+    for b, toks in enumerate(probe.tokens):
+        img = render.quantize(render.grid(w[:, b], toks, f"{title} · example {b}{note}", max_tokens, head_scores=scores))
+        png = render.to_png(img)
+        (out_dir / f"{stem}_ex{b}.png").write_bytes(png)
+        grids.append((img, png))
+    return grids

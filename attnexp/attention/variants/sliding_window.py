@@ -1,7 +1,8 @@
 from __future__ import annotations
 
-from attnexp.attention import register
-from attnexp.attention.fused import FusedMultiHead
+from attnexp.attention.registry import register
+from attnexp.attention.variants.fused import FusedMultiHead
+from attnexp.config import check
 
 
 @register
@@ -14,4 +15,8 @@ class SlidingWindow(FusedMultiHead):
 
     name = "sliding_window"
     summary = "local attention, keys within attention.window positions"
-    uses_window = True
+    options = {"window": None}
+
+    @classmethod
+    def check_config(cls, a, m):
+        check(a.window > 0, f"{a.name} needs attention.window > 0 (got {a.window})")

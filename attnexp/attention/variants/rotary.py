@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import torch
 
-from attnexp.attention import register
-from attnexp.attention.fused import FusedMultiHead
+from attnexp.attention.registry import register
+from attnexp.attention.variants.fused import FusedMultiHead
+from attnexp.config import check
 
 
 def rotate_half(x):
@@ -18,6 +19,12 @@ class Rotary(FusedMultiHead):
     name = "rotary"
     summary = "rotary position embeddings (RoPE) on q and k"
     positional = True
+    options = {"rope_base": 10000.0}
+
+    @classmethod
+    def check_config(cls, a, m):
+        check((m.d_model // m.n_heads) % 2 == 0, f"rotary needs an even head size; d_model/n_heads = {m.d_model // m.n_heads}")
+        check(a.rope_base > 1, f"attention.rope_base={a.rope_base} must be > 1")
 
     def __init__(self, d_model, n_heads, cfg):
         super().__init__(d_model, n_heads, cfg)

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from attnexp.attention import register
 from attnexp.attention.base import Attention
-from attnexp.attention.kernels import attend
+from attnexp.attention.kernels import ScoreBias, attend
+from attnexp.attention.registry import register
 
 
 @register
@@ -13,8 +13,8 @@ class FusedMultiHead(Attention):
     dropout on the attention probabilities, optional head mask, output projection.
 
     It is also the base of the variants that change one thing about it: the key/value head count
-    (`n_kv` — gqa), the positions of q and k (`rotate` — rotary), an additive score bias
-    (`slopes_H` — alibi) or the kernel itself (`kernel` — linear).
+    (`kv_heads` — gqa), the positions of q and k (`rotate` — rotary), an additive score bias
+    (`score_bias` — alibi) or the kernel itself (`kernel` — linear).
     """
 
     name = "fused"
@@ -26,7 +26,6 @@ class FusedMultiHead(Attention):
         self.n_kv = self.kv_heads()
         self.qkv = nn.Linear(d_model, (n_heads + 2 * self.n_kv) * self.d_head)
         self.out = nn.Linear(d_model, d_model)
-        self.register_buffer("slopes_H", None, persistent=False)  # alibi fills it
 
     def kv_heads(self) -> int:
         return self.n_heads
@@ -34,8 +33,11 @@ class FusedMultiHead(Attention):
     def rotate(self, q_BHTD, k_BGTD):
         return q_BHTD, k_BGTD
 
-    def kernel(self, q, k, v, mask, need_weights):
-        return attend(q, k, v, mask, backend=self.backend, slopes_H=self.slopes_H, dropout_p=self.cfg.dropout,
+    def score_bias(self, x_BTD: Tensor) -> ScoreBias | None:
+        return None
+
+    def kernel(self, q, k, v, mask, need_weights, bias: ScoreBias | None):
+        return attend(q, k, v, mask, backend=self.backend, bias=bias, dropout_p=self.cfg.dropout,
                       training=self.training, need_weights=need_weights)
 
     def forward(self, x_BTD, mask, need_weights=False, head_mask_H: Tensor | None = None):
@@ -45,7 +47,7 @@ class FusedMultiHead(Attention):
         q_BHTD = q.view(B, T, H, Dh).transpose(1, 2)
         k_BGTD, v_BGTD = (t.view(B, T, G, Dh).transpose(1, 2) for t in (k, v))
         q_BHTD, k_BGTD = self.rotate(q_BHTD, k_BGTD)
-        out_BHTD, w_BHTT = self.kernel(q_BHTD, k_BGTD, v_BGTD, mask, need_weights)
+        out_BHTD, w_BHTT = self.kernel(q_BHTD, k_BGTD, v_BGTD, mask, need_weights, self.score_bias(x_BTD))
         if head_mask_H is not None:  # (p * m_h) @ v == m_h * (p @ v): works on every backend
             m = head_mask_H.to(out_BHTD.dtype)[None, :, None, None]
             out_BHTD = out_BHTD * m

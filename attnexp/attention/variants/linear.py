@@ -3,8 +3,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from attnexp.attention import register
-from attnexp.attention.fused import FusedMultiHead
+from attnexp.attention.kernels import repeat_kv
+from attnexp.attention.registry import register
+from attnexp.attention.variants.fused import FusedMultiHead
+from attnexp.config import check
 
 
 def feature_map(x):
@@ -24,11 +26,14 @@ class LinearAttention(FusedMultiHead):
     summary = "linear (kernelized, elu+1) attention with a causal prefix-sum form"
     backends = ("eager", "linear")
     softmax = False
+    options = {"eps": 1e-6}
 
-    def kernel(self, q, k, v, mask, need_weights):
-        H, G = q.shape[1], k.shape[1]
-        if G != H:
-            k, v = k.repeat_interleave(H // G, 1), v.repeat_interleave(H // G, 1)
+    @classmethod
+    def check_config(cls, a, m):
+        check(a.eps > 0, f"attention.eps={a.eps} must be > 0 (it keeps the row normaliser away from zero)")
+
+    def kernel(self, q, k, v, mask, need_weights, bias):
+        k, v = repeat_kv(k, v, q.shape[1])
         fq, fk = feature_map(q), feature_map(k)
         if mask.key_valid_BT is not None:
             fk = fk * mask.key_valid_BT[:, None, :, None].to(fk.dtype)

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from torch import nn
 
-from attnexp.attention import register
 from attnexp.attention.base import Attention
 from attnexp.attention.kernels import attend
+from attnexp.attention.registry import register
 
 
 class Head(nn.Module):

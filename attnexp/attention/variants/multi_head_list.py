@@ -3,9 +3,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attnexp.attention import register
 from attnexp.attention.base import Attention
-from attnexp.attention.single_head import Head
+from attnexp.attention.registry import register
+from attnexp.attention.variants.single_head import Head
 
 
 @register

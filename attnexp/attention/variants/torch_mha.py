@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from torch import nn
 
-from attnexp.attention import register
 from attnexp.attention.base import Attention
+from attnexp.attention.registry import register
 
 
 @register

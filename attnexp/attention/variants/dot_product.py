@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from attnexp.attention import register
 from attnexp.attention.base import Attention
 from attnexp.attention.kernels import attend
+from attnexp.attention.registry import register
 
 
 @register

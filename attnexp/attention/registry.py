@@ -1,0 +1,88 @@
+"""The registry of attention variants: a plain dict from name to class.
+
+A leaf module: each variant imports it and registers itself with `@register`; it imports no
+variant by name. The modules under `attnexp/attention/variants/` are imported on first use, so a
+new variant is one file there (plus one yaml in conf/attention/) and nothing else to edit.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import fields, replace
+
+from attnexp.attention.base import Attention
+from attnexp.config import AttentionConfig, ConfigError, ModelConfig, check, one_of
+
+REGISTRY: dict[str, type[Attention]] = {}
+MASKS = ("causal", "bidirectional")
+_SHARED = ("name", "mask", "backend", "dropout")  # every other AttentionConfig field belongs to some variant
+_loaded = False
+
+
+def register(cls: type[Attention]) -> type[Attention]:
+    if REGISTRY.get(cls.name, cls) is not cls:
+        raise ValueError(f"attention variant {cls.name!r} is registered twice: {REGISTRY[cls.name].__module__} and {cls.__module__}")
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+def registered() -> dict[str, type[Attention]]:
+    """Every registered variant by name (sorted); imports attnexp/attention/variants/* once."""
+    global _loaded
+    if not _loaded:
+        package = importlib.import_module("attnexp.attention.variants")
+        for mod in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+            importlib.import_module(f"{package.__name__}.{mod.name}")
+        _loaded = True
+    return {name: REGISTRY[name] for name in sorted(REGISTRY)}
+
+
+def get(name: str) -> type[Attention]:
+    if name not in registered():
+        raise ValueError(f"Unknown attention variant {name!r}; registered: {', '.join(registered())}")
+    return REGISTRY[name]
+
+
+def with_defaults(cfg: AttentionConfig) -> AttentionConfig:
+    """The config with the variant's own defaults filled in for the options it leaves unset."""
+    opts = get(cfg.name).options
+    return replace(cfg, **{k: v for k, v in opts.items() if getattr(cfg, k) is None and v is not None})
+
+
+def build(d_model: int, n_heads: int, cfg: AttentionConfig) -> Attention:
+    return get(cfg.name)(d_model, n_heads, with_defaults(cfg))
+
+
+def validate(a: AttentionConfig, m: ModelConfig, training_on_cpu: bool | None = None) -> AttentionConfig:
+    """Reject impossible combinations with a message that lists what is possible; returns the
+    config with the variant's defaults filled in (what the run will use)."""
+    reg = registered()
+    check(a.name in reg, f"attention.name={a.name!r} is not a registered variant; choose one of: {', '.join(reg)}")
+    cls = reg[a.name]
+    one_of(a.mask, MASKS, "attention.mask")
+    check(a.backend in cls.backends,
+          f"attention.backend={a.backend!r} is not available for {a.name}; it runs on: {', '.join(cls.backends)}")
+    check(0 <= a.dropout < 1, f"attention.dropout={a.dropout} must be in [0, 1)")
+    if a.backend == "flex":
+        check(a.dropout == 0, "attention.backend=flex has no attention dropout; set attention.dropout=0 or use backend=sdpa")
+        check(not training_on_cpu, "attention.backend=flex trains only on CUDA (FlexAttention has no backward on CPU); "
+                                   "use attention.backend=sdpa or eager here, or trainer=gpu on a GPU machine")
+    for f in fields(AttentionConfig):
+        if f.name in _SHARED or getattr(a, f.name) is None or f.name in cls.options:
+            continue
+        users = [n for n, c in reg.items() if f.name in c.options]
+        raise ConfigError(f"attention.{f.name} only applies to {', '.join(users)}, not {a.name}; "
+                          f"use attention={users[0]} or drop the override")
+    a = with_defaults(a)
+    for k, default in cls.options.items():
+        check(getattr(a, k) is not None, f"attention={a.name} needs attention.{k} (e.g. attention.{k}=...)")
+    cls.check_config(a, m)
+    return a
+
+
+def matrix() -> list[dict]:
+    """One row per variant: what it supports (printed by `python -m attnexp variants`)."""
+    return [dict(variant=n, masks=", ".join(MASKS), backends=", ".join(c.backends),
+                 softmax="yes" if c.softmax else "no", positions="own" if c.positional else "learned", about=c.summary)
+            for n, c in registered().items()]

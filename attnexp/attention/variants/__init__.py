@@ -1,0 +1,1 @@
+"""One module per attention variant; each registers itself (attnexp.attention.registry)."""
