@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shlex
 import sys
 from pathlib import Path
 
@@ -72,43 +73,83 @@ def compose(overrides: list[str], out_dir: str | Path = "unused"):
 
 
 def train_cli(argv: list[str]) -> int:
+    """Exit codes: 0 completed (every job of a sweep), 1 a run failed (in a sweep: any job failed,
+    diverged or had a config error), 2 a config or input error, 3 the loss diverged, 130 / 143
+    stopped by SIGINT / SIGTERM (a checkpoint of that step is kept; the line printed says how to resume)."""
     import hydra
     from hydra.core.hydra_config import HydraConfig
-    from hydra.errors import InstantiationException
     from hydra.types import RunMode
 
     from attnexp.config import ConfigError
+    from attnexp.overrides import precheck
     from attnexp.run import hydra_context, load_run
-    from attnexp.summary import config_error_record, write_json
+    from attnexp.stops import EXIT, Interrupted
+    from attnexp.summary import error_record, write_json
 
     register_schemas()
+    multirun = any(a in ("-m", "--multirun") for a in argv)
+    overrides = [a for a in argv if not a.startswith("-")]
+    if all(a in ("-m", "--multirun") for a in argv if a.startswith("-")):  # not --cfg, --help, ...: Hydra's own
+        problem = precheck(overrides, multirun)
+        if problem:
+            print(f"attnexp: config error: {problem}", file=sys.stderr)
+            return EXIT["config_error"]
     failures: list[str] = []
+
+    def say_stopped(summary: dict, out: Path) -> None:
+        again = [o for o in overrides if not o.startswith(("resume=", "hydra.run.dir=", "hydra.sweep.dir="))]
+        where = f"hydra.sweep.dir={shlex.quote(summary['sweep'])}" if summary.get("sweep") else f"hydra.run.dir={shlex.quote(str(out))}"
+        cmd = " ".join(["python -m attnexp train", *(["-m"] if multirun else []), *map(shlex.quote, again), where, "resume=auto"])
+        ckpt = summary.get("resume_checkpoint") or "none yet (it starts afresh)"
+        print(f"attnexp: {summary.get('error')}; checkpoint: {ckpt}. Resume with: {cmd}", file=sys.stderr)
 
     @hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")
     def task(cfg):
         hc = HydraConfig.get()
         out = Path(hc.runtime.output_dir)
-        multirun = hc.mode == RunMode.MULTIRUN
+        sweep = hc.mode == RunMode.MULTIRUN
         try:
-            run = load_run(cfg)  # fail fast, before the slow Lightning import
-            from attnexp.train import train
+            run = load_run(cfg)  # before the slow Lightning import
+        except ConfigError as e:
+            choices, ovr, sweep_dir = hydra_context()
+            write_json(out / "summary.json", error_record(out, "config_error", str(e), choices, ovr, sweep_dir))
+            if not sweep:
+                print(f"attnexp: config error: {e}", file=sys.stderr)
+                raise SystemExit(EXIT["config_error"])
+            log.error("config error in %s: %s", out, e)
+            failures.append(f"{out.name}: {e}")
+            return None
+        done = previous_result(run)
+        if done is not None:  # resume=auto on a finished job of a re-launched sweep: nothing to redo
+            return done
+        from attnexp.train import train
 
+        try:
             summary = train(run)
-            best = (summary["metrics"].get("best") or {}).get("value")
-            return best  # what Hydra sweepers (e.g. Optuna) minimize
-        except (ConfigError, InstantiationException) as e:
-            msg = str(e).splitlines()[0] if isinstance(e, InstantiationException) else str(e)
-            write_json(out / "summary.json", config_error_record(out, msg, *hydra_context()))
-            if not multirun:
-                print(f"attnexp: config error: {msg}", file=sys.stderr)
-                sys.exit(2)
-            log.error("config error in %s: %s", out, msg)
-            failures.append(f"{out.name}: {msg}")
+        except ConfigError as e:  # bad input found while loading the data
+            if not sweep:
+                print(f"attnexp: config error: {e}", file=sys.stderr)
+                raise SystemExit(EXIT["config_error"]) from None
+            failures.append(f"{out.name}: {e}")
+            return None
+        except Interrupted as e:
+            print(f"attnexp: stopped by {e.signame} before training started in {out}", file=sys.stderr)
+            raise SystemExit(EXIT[e.signame]) from None
         except Exception as e:  # in a sweep one failed job must not take the others with it
-            if not multirun:
+            if not sweep:
                 raise
             log.exception("run %s failed", out)
             failures.append(f"{out.name}: {type(e).__name__}: {e}")
+            return None
+        if summary["status"] == "interrupted":  # a stop signal ends a sweep too: the next job would be killed as well
+            say_stopped(summary, out)
+            raise SystemExit(EXIT[summary.get("signal") or "SIGTERM"])
+        if summary["status"] == "diverged":
+            print(f"attnexp: diverged in {out}: {summary['error']}", file=sys.stderr)
+            if not sweep:
+                raise SystemExit(EXIT["diverged"])
+            failures.append(f"{out.name}: diverged")
+        return objective(summary)
 
     sys.argv = ["attnexp train", *argv]
     task()
@@ -116,8 +157,30 @@ def train_cli(argv: list[str]) -> int:
         print(f"attnexp: {len(failures)} run(s) of the sweep failed (see their summary.json):", file=sys.stderr)
         for f in failures:
             print(f"  {f}", file=sys.stderr)
-        return 1
+        return EXIT["failed"]
     return 0
+
+
+def objective(summary: dict) -> float | None:
+    """What a Hydra sweeper (Optuna) optimizes: the best monitored value of the run."""
+    return (summary["metrics"].get("best") or {}).get("value")
+
+
+def previous_result(run) -> float | None:
+    """With resume=auto, a job whose summary already says completed is not trained again."""
+    import json
+
+    path = run.out_dir / "summary.json"
+    if run.resume != "auto" or not path.is_file():
+        return None
+    try:
+        s = json.loads(path.read_text())
+    except ValueError:
+        return None
+    if s.get("status") != "completed":
+        return None
+    log.info("%s already completed; not trained again (resume=auto)", run.out_dir)
+    return objective(s)
 
 
 def variants_cli(argv: list[str]) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -66,6 +67,28 @@ def settings(s: dict) -> dict[str, str]:
     return {k: str(v) for k, v in (s.get("choices") or {}).items() if v is not None}
 
 
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def status_of(s: dict) -> str:
+    """The recorded status; a `running` run whose process is gone (same host) was killed outright."""
+    status = s.get("status", "?")
+    if status != "running":
+        return status
+    hist = (s.get("metrics") or {}).get("history") or []
+    at = f" (epoch {hist[-1]['epoch']})" if hist else " (before its first epoch)"
+    if s.get("host") == socket.gethostname() and isinstance(s.get("pid"), int) and not alive(s["pid"]):
+        return "killed" + at
+    return "running" + at
+
+
 def rows_of(summaries: list[tuple[Path, dict]]) -> tuple[list[str], list[dict]]:
     sets = [settings(s) for _, s in summaries]
     keys = sorted({k for st in sets for k in st})
@@ -78,7 +101,7 @@ def rows_of(summaries: list[tuple[Path, dict]]) -> tuple[list[str], list[dict]]:
         name = str(path.parent.relative_to(root))  # runs named by where they differ
         m = s.get("metrics") or {}
         best = m.get("best") or {}
-        row = {"run": name, **{k: st.get(k, "") for k in varying}, "status": s.get("status", "?")}
+        row = {"run": name, **{k: st.get(k, "") for k in varying}, "status": status_of(s)}
         row["best"] = f"{best['monitor']}={best['value']:.4f}" if best else ""
         row["_best"] = (best.get("value"), higher_is_better(best.get("monitor", "val/loss"))) if best else None
         for k in test_keys:
@@ -88,7 +111,7 @@ def rows_of(summaries: list[tuple[Path, dict]]) -> tuple[list[str], list[dict]]:
         row["time"] = f"{s['train_time_s']:.1f}s" if s.get("train_time_s") is not None else ""
         row["tokens/s"] = f"{s['tokens_per_s']:.0f}" if s.get("tokens_per_s") else ""
         row["params"] = (s.get("model") or {}).get("n_params", "")
-        if s.get("status") not in (None, "completed"):
+        if s.get("status") not in (None, "completed", "running"):
             row["error"] = (s.get("error") or "")[:80]
         rows.append(row)
     cols = ["run", *varying, "status", "best", *test_keys, "epochs", "time", "tokens/s", "params"]
@@ -136,11 +159,19 @@ def compare_cli(argv: list[str]) -> int:
     try:
         paths = paths or [newest_sweep()]
         summaries = []
+        skipped = 0
         for p in find_summaries(paths):
             try:
-                summaries.append((p, json.loads(p.read_text())))
+                s = json.loads(p.read_text())
             except json.JSONDecodeError as e:
                 print(f"attnexp compare: skipping {p}: not valid JSON ({e})", file=sys.stderr)
+                continue
+            if s.get("status") == "config_error" and not s.get("sweep") and p not in paths:
+                skipped += 1  # a single run that never started: nothing to compare (a sweep's stay, as its grid's holes)
+                continue
+            summaries.append((p, s))
+        if skipped:
+            print(f"attnexp compare: left out {skipped} single run(s) that stopped on a config error", file=sys.stderr)
         if not summaries:
             raise CompareError("none of the summary.json files could be read")
         cols, rows = rows_of([(p.resolve(), s) for p, s in summaries])

@@ -69,6 +69,10 @@ class OptimConfig:
     betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
     warmup_steps: int = 50
     min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio
+    # Steps of the warmup + cosine schedule. null: the trainer's estimate at the start of the run,
+    # kept when the run resumes (set it to stretch or shorten the schedule of a resumed run).
+    total_steps: int | None = None
+    nonfinite: str = "stop"  # a NaN/inf training loss: stop (status diverged) | skip (that batch's update)
 
 
 @dataclass
@@ -87,6 +91,7 @@ class MapsConfig:
 class CheckpointConfig:
     monitor: str = "val/loss"  # the metric that picks `best-epochNN.ckpt` (and the checkpoint `test` uses)
     mode: str = "auto"  # auto | min | max  (auto: max for acc/f1/align, min for loss/ppl)
+    every_n_steps: int | None = None  # also write checkpoints/step-NNNNNNN.ckpt every N optimizer steps (the latest kept)
 
 
 ALIGN_BEST = "align/best"  # the best head's alignment score on a synthetic task, logged by the map callback
@@ -155,7 +160,9 @@ def resolve_checkpoint(c: CheckpointConfig, logged: list[str]) -> CheckpointConf
                                f"choose one of: {', '.join(logged)}")
     one_of(c.mode, ("auto", "min", "max"), "checkpoint.mode")
     mode = c.mode if c.mode != "auto" else ("max" if higher_is_better(c.monitor) else "min")
-    return CheckpointConfig(monitor=c.monitor, mode=mode)
+    check(c.every_n_steps is None or c.every_n_steps >= 1,
+          f"checkpoint.every_n_steps={c.every_n_steps} must be >= 1 (or null: checkpoints at epoch ends only)")
+    return CheckpointConfig(monitor=c.monitor, mode=mode, every_n_steps=c.every_n_steps)
 
 
 def validate_maps(m: MapsConfig) -> None:
@@ -193,7 +200,7 @@ def from_dict(cls, raw: dict[str, Any], where: str):
     unknown = sorted(set(raw) - set(names))
     check(not unknown, f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(names)}")
     values = {k: _check_type(names[k].type if isinstance(names[k].type, str) else names[k].type.__name__, v,
-                             f"{where}.{k}") for k, v in raw.items()}
+                             f"{where}.{k}" if where else k) for k, v in raw.items()}
     return cls(**values)
 
 
@@ -201,9 +208,15 @@ def one_of(value: str, options, key: str) -> None:
     check(value in options, f"{key}={value!r} is not one of: {', '.join(options)}")
 
 
+MAX_LEN = 131_072  # longer sequences than this are a typo here, not an experiment
+LIMITS = {"d_model": 65_536, "n_heads": 1_024, "n_layers": 1_000, "max_len": MAX_LEN}
+
+
 def validate_model(m: ModelConfig) -> None:
-    for k in ("d_model", "n_heads", "n_layers", "max_len"):
+    for k, most in LIMITS.items():
         check(getattr(m, k) > 0, f"model.{k}={getattr(m, k)} must be positive")
+        check(getattr(m, k) <= most, f"model.{k}={getattr(m, k)} is beyond attnexp's limit of {most:,}")
+    check(m.d_ff is None or 0 < m.d_ff <= 16 * LIMITS["d_model"], f"model.d_ff={m.d_ff} must be positive (null: 4 * d_model)")
     check(m.d_model % m.n_heads == 0,
           f"model.d_model={m.d_model} is not divisible by model.n_heads={m.n_heads}; "
           f"pick n_heads from {[h for h in range(1, m.d_model + 1) if m.d_model % h == 0 and h <= 64]}")
@@ -237,3 +250,25 @@ def validate_optim(o: OptimConfig) -> None:
     check(len(o.betas) == 2 and all(0 <= b < 1 for b in o.betas), f"optim.betas={o.betas} must be two numbers in [0, 1)")
     check(o.warmup_steps >= 0, f"optim.warmup_steps={o.warmup_steps} must be >= 0")
     check(0 <= o.min_lr_ratio <= 1, f"optim.min_lr_ratio={o.min_lr_ratio} must be in [0, 1]")
+    check(o.total_steps is None or o.total_steps >= 1, f"optim.total_steps={o.total_steps} must be >= 1 (or null: from the trainer)")
+    one_of(o.nonfinite, ("stop", "skip"), "optim.nonfinite")
+
+
+def validate_trainer(t: TrainerConfig) -> None:
+    """Degenerate runs are refused before anything is built: a run that trains nothing says so."""
+    check(t.max_epochs is None or t.max_epochs >= 1 or (t.max_epochs == -1 and (t.max_steps or -1) > 0),
+          f"trainer.max_epochs={t.max_epochs} trains nothing; use trainer.max_epochs >= 1 (or -1 with trainer.max_steps)")
+    check(t.max_steps is None or t.max_steps == -1 or t.max_steps >= 1,
+          f"trainer.max_steps={t.max_steps} trains nothing; use trainer.max_steps >= 1, or -1 for no step limit")
+    for k in ("limit_train_batches", "limit_val_batches"):
+        v = getattr(t, k)
+        check(v is None or v > 0, f"trainer.{k}={v} leaves nothing to run; use a share in (0, 1] or a batch count >= 1")
+        check(v is None or isinstance(v, int) or v <= 1, f"trainer.{k}={v}: a float is a share of the batches, at most 1.0")
+    for k in ("accumulate_grad_batches", "log_every_n_steps", "check_val_every_n_epoch", "num_nodes"):
+        v = getattr(t, k)
+        check(v is None or v >= 1, f"trainer.{k}={v} must be >= 1")
+    check(t.gradient_clip_val is None or t.gradient_clip_val >= 0, f"trainer.gradient_clip_val={t.gradient_clip_val} must be >= 0")
+    check(t.num_sanity_val_steps is None or t.num_sanity_val_steps >= -1,
+          f"trainer.num_sanity_val_steps={t.num_sanity_val_steps} must be >= 0 (or -1: the whole validation set)")
+    check(t.fast_dev_run is None or isinstance(t.fast_dev_run, bool) or t.fast_dev_run >= 1,
+          f"trainer.fast_dev_run={t.fast_dev_run} must be true, false or a batch count >= 1")

@@ -16,8 +16,10 @@ from torchmetrics.text import Perplexity
 from attnexp.config import AttentionConfig, ModelConfig, OptimConfig, TaskConfig, stage_metrics
 from attnexp.data.collate import IGNORE
 from attnexp.model import Transformer, lm_loss
+from attnexp.stops import Diverged
 
 STAGES = ("train", "val", "test")
+MAX_SKIPS_IN_A_ROW = 10  # optim.nonfinite=skip gives up (status diverged) after this many bad batches in a row
 
 
 class AttnexpModule(L.LightningModule):
@@ -31,7 +33,12 @@ class AttnexpModule(L.LightningModule):
         self.model = Transformer(self.mcfg, self.acfg, vocab_size, head="classify" if self.classify else "lm",
                                  num_classes=num_classes, pooling=self.tcfg.pooling)
         self.metrics = nn.ModuleDict({f"{s}_": self._metrics(vocab_size, num_classes, s) for s in STAGES})  # "train" is a Module method
+        # The training epoch's running metrics travel in checkpoints, so an epoch resumed halfway
+        # reports what the uninterrupted epoch would have (validation and test finish within a pass).
+        self.metrics["train_"].persistent(True)
         self._loss_sums: dict[str, tuple] = {}  # stage -> (sum of loss * batch size on the device, examples)
+        self.schedule_steps: int | None = None  # the schedule's length, kept when a run resumes
+        self.skipped = self._skips_in_a_row = 0  # optim.nonfinite=skip
 
     @classmethod
     def from_configs(cls, m: ModelConfig, a: AttentionConfig, t: TaskConfig, o: OptimConfig, vocab_size: int,
@@ -94,6 +101,14 @@ class AttnexpModule(L.LightningModule):
 
     def training_step(self, batch, batch_idx):
         loss = self.model_step(batch, "train")
+        if self.ocfg.nonfinite == "skip" and not torch.isfinite(loss):  # a host sync: the price of skipping
+            self.skipped += 1
+            self._skips_in_a_row += 1
+            if self._skips_in_a_row > MAX_SKIPS_IN_A_ROW:
+                raise Diverged(f"the training loss was not finite for {self._skips_in_a_row} batches in a row up to "
+                               f"step {self.global_step}; skipping them did not help (optim.nonfinite=skip)")
+            return None  # Lightning skips backward and the optimizer step
+        self._skips_in_a_row = 0
         every = self.trainer.log_every_n_steps
         if every and (self.global_step + 1) % every == 0:  # the steps at which Lightning writes to the loggers
             self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True)
@@ -106,9 +121,21 @@ class AttnexpModule(L.LightningModule):
         self.model_step(batch, "test")
 
     def configure_optimizers(self):
-        total = max(1, int(self.trainer.estimated_stepping_batches))
-        opt, sched = adamw_warmup_cosine(self.parameters(), self.ocfg, total, fused=torch.cuda.is_available())
+        # optim.total_steps if set; else the length of the schedule this run started with (restored
+        # by on_load_checkpoint, which runs first), so a resumed run continues the same curve.
+        self.schedule_steps = self.ocfg.total_steps or self.schedule_steps or max(1, int(self.trainer.estimated_stepping_batches))
+        opt, sched = adamw_warmup_cosine(self.parameters(), self.ocfg, self.schedule_steps, fused=self.device.type == "cuda")
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        sums = {k: [float(w), n] for k, (w, n) in self._loss_sums.items() if k == "train"}
+        checkpoint["attnexp"] = {"schedule_steps": self.schedule_steps, "train_loss_sum": sums, "skipped": self.skipped}
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        state = checkpoint.get("attnexp", {})
+        self.schedule_steps = state.get("schedule_steps")
+        self.skipped = state.get("skipped", 0)
+        self._loss_sums.update({k: (torch.tensor(w, device=self.device), n) for k, (w, n) in state.get("train_loss_sum", {}).items()})
 
 
 def adamw_warmup_cosine(parameters, o: OptimConfig, total_steps: int, fused: bool = False):

@@ -1,17 +1,25 @@
-"""RunRecorder: what a running Trainer adds to summary.json (metrics, steps, time, tokens, device);
-the layout and the static part are attnexp.summary's."""
+"""RunRecorder: what a running Trainer adds to summary.json (metrics, steps, time, tokens, device),
+written when training starts (status `running`), after every validation and epoch, and at the end,
+atomically, so a run killed outright still shows in `attnexp compare` with its last epoch. Its
+state (history, token count, fit time, random generators) travels in every checkpoint, so a
+resumed run reports the whole run. The layout and the static part are attnexp.summary's."""
 
 from __future__ import annotations
 
+import math
 import platform
+import random
 import resource
 import time
 from pathlib import Path
 
 import lightning as L
-from lightning.pytorch.utilities import rank_zero_warn
+import numpy as np
 import torch
+from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from attnexp.stops import Diverged, Interrupted, StopSignals
 from attnexp.summary import head, versions, write_json
 
 
@@ -32,22 +40,65 @@ def _floats(metrics: dict) -> dict:
     return {k: round(float(v), 6) for k, v in sorted(metrics.items())}
 
 
-class RunRecorder(L.Callback):
-    """Counts real (non-padding) training tokens and times the fit, then writes summary.json,
-    also when the run stops on an exception or Ctrl-C (status "interrupted" / "failed")."""
+def rng_state() -> dict:
+    """Every generator a training step draws from (dropout, masking), as plain data a
+    weights_only load accepts."""
+    version, internal, gauss = random.getstate()
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "python": [version, list(internal), gauss], "numpy": [kind, keys.tolist(), pos, has_gauss, cached]}
 
-    def __init__(self, out_dir: Path, static: dict):
-        self.out_dir, self.static = Path(out_dir), static
+
+def set_rng_state(s: dict) -> None:
+    torch.set_rng_state(s["torch"])
+    if s["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(s["cuda"])
+    random.setstate((s["python"][0], tuple(s["python"][1]), s["python"][2]))
+    kind, keys, pos, has_gauss, cached = s["numpy"]
+    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+
+
+class RunRecorder(L.Callback):
+    def __init__(self, out_dir: Path, static: dict, stops: StopSignals, resumed_from: str | None = None):
+        self.out_dir, self.static, self.stops = Path(out_dir), static, stops
         self.t_start = time.perf_counter()
         self.t_fit0 = self.t_fit1 = None
-        self.tokens = None  # a device tensor: no host sync per step
+        self.fit_s_before = 0.0  # fit time of the earlier parts of a resumed run
+        self.tokens_before, self.tokens = 0, None  # `tokens`: a device tensor, no host sync per step
         self.test_metrics: dict = {}
         self.final_val: dict = {}
         self.history: list[dict] = []  # validation metrics after every epoch
         self.extra: dict = {}  # more sections, e.g. attention_maps
+        self.resumed_from = [resumed_from] if resumed_from else []
+        self._rng: dict | None = None  # restored at the first training step of a resumed run
+        self.status = "running"
 
+    # -- what travels in checkpoints --------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {"history": self.history, "final_val": self.final_val, "tokens": self.token_count(),
+                "fit_s": self.fit_seconds(), "rng": rng_state(), "resumed_from": self.resumed_from}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.history, self.final_val = state["history"], state["final_val"]
+        self.tokens_before, self.fit_s_before = state["tokens"], state["fit_s"]
+        self.resumed_from = state["resumed_from"] + self.resumed_from
+        self._rng = state["rng"]
+
+    def token_count(self) -> int:
+        return self.tokens_before + (int(self.tokens) if self.tokens is not None else 0)
+
+    def fit_seconds(self) -> float:
+        if self.t_fit0 is None:
+            return self.fit_s_before
+        return self.fit_s_before + (self.t_fit1 or time.perf_counter()) - self.t_fit0
+
+    # -- hooks ------------------------------------------------------------------------------------
     def on_train_start(self, trainer, pl_module):
+        if self._rng is not None:  # after the sanity check, right where the interrupted run stopped
+            set_rng_state(self._rng)
+            self._rng = None
         self.t_fit0 = time.perf_counter()
+        self.write(trainer, "running")
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         n = batch["pad_mask"].sum()
@@ -55,31 +106,67 @@ class RunRecorder(L.Callback):
 
     def on_validation_end(self, trainer, pl_module):
         # not on_validation_epoch_end: callbacks run before the module's hook, which logs the epoch's metrics
-        if not trainer.sanity_checking:
-            self.final_val = {k: v for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
-            self.history.append({"epoch": trainer.current_epoch, "step": trainer.global_step, **_floats(self.final_val)})
+        if trainer.sanity_checking:
+            return
+        self.final_val = {k: v for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+        self.history.append({"epoch": trainer.current_epoch, "step": trainer.global_step, **_floats(self.final_val)})
+        ckpt = trainer.checkpoint_callback
+        value = self.final_val.get(ckpt.monitor) if ckpt is not None else None
+        if value is not None and not math.isfinite(float(value)):  # before ModelCheckpoint (it runs last) saves it
+            raise Diverged(f"{ckpt.monitor} is {float(value)} after epoch {trainer.current_epoch}; stopped before "
+                           f"a checkpoint of it was saved")
+
+    def on_train_epoch_end(self, trainer, pl_module):
+        self.write(trainer, "running")
 
     def on_train_end(self, trainer, pl_module):
         self.t_fit1 = time.perf_counter()
 
     def on_exception(self, trainer, pl_module, exception):
-        """Keep what was trained: a checkpoint of the moment, then the summary saying why it stopped."""
-        try:
-            trainer.save_checkpoint(self.out_dir / "checkpoints" / "on_exception.ckpt")
-        except Exception as e:  # the exception may have left no state worth saving
-            rank_zero_warn(f"could not save a checkpoint after {type(exception).__name__}: {e}")
-        status = "interrupted" if isinstance(exception, KeyboardInterrupt) else "failed"
-        self.write(trainer, status, error=f"{type(exception).__name__}: {exception}")
+        """Keep what was trained, then the summary saying why the run stopped."""
+        if isinstance(exception, (SIGTERMException, KeyboardInterrupt, Interrupted)):
+            status, name = "interrupted", self.stops.received or ("SIGINT" if isinstance(exception, KeyboardInterrupt) else "SIGTERM")
+            self.extra["signal"] = name
+            error = f"stopped by {name} at step {trainer.global_step}"
+            # a first signal stops between two steps: a consistent state worth saving; a second one
+            # (Interrupted) may land anywhere, so the last checkpoint written stays the one to resume
+            path = self._save(trainer, "interrupted.ckpt") if not isinstance(exception, Interrupted) else None
+        elif isinstance(exception, Diverged):
+            status, error, path = "diverged", str(exception), None
+        else:
+            status, error = "failed", f"{type(exception).__name__}: {exception}"
+            path = self._save(trainer, "on_exception.ckpt")
+        if path is None and status != "diverged":
+            from attnexp.checkpoints import newest
 
+            path = newest(self.out_dir)
+        self.extra["resume_checkpoint"] = str(path) if path else None
+        self.write(trainer, status, error=error)
+
+    def _save(self, trainer, name: str) -> Path | None:
+        if self.t_fit0 is None:  # nothing trained yet (a failed start or resume): keep what is there
+            return None
+        path = self.out_dir / "checkpoints" / name
+        try:
+            trainer.save_checkpoint(path, weights_only=False)
+            return path
+        except Diverged:
+            return None
+        except Exception as e:  # the exception may have left no state worth saving
+            rank_zero_warn(f"could not save {name}: {e}")
+            return None
+
+    @rank_zero_only
     def write(self, trainer: L.Trainer | None, status: str, error: str | None = None) -> dict:
-        fit_end = self.t_fit1 or time.perf_counter()
-        train_s = (fit_end - self.t_fit0) if self.t_fit0 else 0.0
-        tokens = int(self.tokens) if self.tokens is not None else 0
+        self.status = status
+        train_s = self.fit_seconds()
+        tokens = self.token_count()
         ckpt = getattr(trainer, "checkpoint_callback", None) if trainer else None
         best = None
-        if ckpt is not None and ckpt.best_model_score is not None:
+        if ckpt is not None and ckpt.best_model_score is not None and math.isfinite(float(ckpt.best_model_score)):
             best = {"monitor": ckpt.monitor, "value": round(float(ckpt.best_model_score), 6),
                     "checkpoint": ckpt.best_model_path}
+        last = self.out_dir / "checkpoints" / "last.ckpt"
         summary = {
             **head(status, error, self.out_dir),
             **self.static,
@@ -94,8 +181,9 @@ class RunRecorder(L.Callback):
             "device": device_name(trainer),
             "precision": str(trainer.precision) if trainer else None,
             "peak_memory": peak_memory_mb(trainer),
-            "checkpoints": {"last": str(self.out_dir / "checkpoints" / "last.ckpt") if (self.out_dir / "checkpoints" / "last.ckpt").exists() else None,
-                            "best": best["checkpoint"] if best else None},
+            "resumed_from": self.resumed_from,
+            "skipped_batches": getattr(trainer.lightning_module, "skipped", 0) if trainer else 0,
+            "checkpoints": {"last": str(last) if last.exists() else None, "best": best["checkpoint"] if best else None},
             **self.extra,
             "versions": versions(),
         }

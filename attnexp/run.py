@@ -3,17 +3,17 @@ typo in an override is reported in about a second)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from attnexp import attention
+from attnexp import attention, checkpoints
 from attnexp.config import (AttentionConfig, CheckpointConfig, MapsConfig, ModelConfig, OptimConfig, TaskConfig,
                             TrainerConfig, check, from_dict, monitored_metrics, resolve_checkpoint, resolve_task,
-                            validate_maps, validate_model, validate_optim, validate_task)
+                            validate_maps, validate_model, validate_optim, validate_task, validate_trainer)
 from attnexp.data.configs import DataConfig, load_data_config
 
 
@@ -28,7 +28,7 @@ class Run:
     data: DataConfig
     trainer: TrainerConfig
     seed: int
-    resume: str | None
+    resume: str | None  # a checkpoint path, "auto" (this run folder's newest, if any) or None
     test: bool
     maps: MapsConfig
     checkpoint: CheckpointConfig  # mode resolved from the metric when `auto`
@@ -37,7 +37,15 @@ class Run:
     out_dir: Path  # where the run writes (Hydra's job dir in the CLI)
     choices: dict[str, str | None]  # the option picked in each config group
     overrides: list[str] | None  # the command line's overrides, as Hydra received them
+    sweep_dir: str | None  # the multirun's folder when this run is one job of a sweep
     config: dict[str, Any]  # the whole config, resolved: config_resolved.yaml, the loggers' hyperparameters
+
+
+@dataclass
+class TopLevel:  # conf/config.yaml's own keys
+    seed: int
+    resume: str | None
+    test: bool
 
 
 def section(cfg: DictConfig, key: str) -> dict:
@@ -51,15 +59,17 @@ def training_on_cpu(trainer: TrainerConfig) -> bool:
     return acc == "cpu" or (acc == "auto" and not torch.cuda.is_available())
 
 
-def hydra_context() -> tuple[dict, list[str] | None]:
-    """(choices, overrides) of the Hydra job being run or composed; empty outside Hydra."""
+def hydra_context() -> tuple[dict, list[str] | None, str | None]:
+    """(choices, overrides, sweep dir) of the Hydra job being run or composed; empty outside Hydra."""
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
 
     if not HydraConfig.initialized():
-        return {}, None
+        return {}, None, None
     hc = HydraConfig.get()
     choices = {k: v for k, v in hc.runtime.choices.items() if not k.startswith("hydra")}
-    return choices, list(hc.overrides.task)
+    sweep = str(Path(hc.sweep.dir).resolve()) if hc.mode == RunMode.MULTIRUN else None
+    return choices, list(hc.overrides.task), sweep
 
 
 def load_run(cfg: DictConfig) -> Run:
@@ -68,22 +78,31 @@ def load_run(cfg: DictConfig) -> Run:
     t = from_dict(TaskConfig, section(cfg, "task"), "task")
     o = from_dict(OptimConfig, section(cfg, "optim"), "optim")
     trainer = TrainerConfig.from_raw(section(cfg, "trainer"))
+    validate_trainer(trainer)
+    check(str(trainer.accelerator) not in ("gpu", "cuda") or torch.cuda.is_available(),
+          f"trainer.accelerator={trainer.accelerator} but no CUDA GPU is visible here; use trainer.accelerator=auto "
+          f"(a GPU when there is one) or trainer=cpu")
+    data = load_data_config(section(cfg, "data"), t)  # before the model: model.max_len follows data.max_len
     validate_model(m)
     a = attention.validate(from_dict(AttentionConfig, section(cfg, "attention"), "attention"), m,
                            training_on_cpu=training_on_cpu(trainer))
     validate_task(t, a)
     validate_optim(o)
-    data = load_data_config(section(cfg, "data"), t)
     check(data.max_len <= m.max_len,
           f"data.max_len={data.max_len} is longer than model.max_len={m.max_len}; raise model.max_len or lower data.max_len")
     resume = cfg.get("resume")
-    check(resume is None or Path(resume).is_file(), f"resume={resume!r}: no such checkpoint file")
+    if resume not in (None, "auto"):
+        ckpt = checkpoints.load(resume, "resume")
+        problem = checkpoints.mismatch(ckpt, asdict(m), asdict(a), asdict(t), "resume", resume)
+        check(problem is None, problem or "")
     maps = from_dict(MapsConfig, section(cfg, "maps"), "maps")
     validate_maps(maps)
     ckpt = from_dict(CheckpointConfig, section(cfg, "checkpoint"), "checkpoint")
     ckpt = resolve_checkpoint(ckpt, monitored_metrics(t, data.name, maps.enabled))
-    choices, overrides = hydra_context()
+    choices, overrides, sweep = hydra_context()
     resolved = {k: section(cfg, k) if OmegaConf.is_config(cfg[k]) else cfg[k] for k in cfg if k != "hydra"}
-    return Run(a, m, resolve_task(t, a), o, data, trainer, int(cfg.get("seed", 0)), resume, bool(cfg.get("test", True)),
+    top = from_dict(TopLevel, {k: cfg.get(k) for k in ("seed", "resume", "test")}, "")
+    return Run(a, m, resolve_task(t, a), o, data, trainer, top.seed, resume, top.test,
                maps, ckpt, loggers=section(cfg, "logger"), callbacks=section(cfg, "callbacks"),
-               out_dir=Path(cfg.paths.output_dir), choices=choices, overrides=overrides, config=resolved)
+               out_dir=Path(cfg.paths.output_dir), choices=choices, overrides=overrides, sweep_dir=sweep,
+               config=resolved)

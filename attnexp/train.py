@@ -1,26 +1,37 @@
 """`attnexp train`: build data, model and trainer from a validated `Run`, fit, test, and write
 summary.json. Third-party objects (Trainer, loggers, extra callbacks) are built with Hydra's
-`instantiate`; everything of ours is built from typed configs."""
+`instantiate`; everything of ours is built from typed configs.
+
+Whatever happens, the run leaves a summary.json saying so: `running` from the first step,
+`completed`, `interrupted` (a stop signal: a checkpoint of that step, resumable), `diverged`
+(a loss that is no longer a number; no checkpoint of it), `failed` (an exception) or
+`config_error` (bad settings or bad input data, found before the first step)."""
 
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
 import lightning as L
 import torch
 from hydra.utils import instantiate
+from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from omegaconf import OmegaConf
 
-from attnexp.config import check
+from attnexp import checkpoints
+from attnexp.config import ConfigError, check
 from attnexp.data import build_datamodule
+from attnexp.guards import DivergenceGuard, SignalGate
 from attnexp.lit import AttnexpModule
 from attnexp.maps.callback import AttentionMaps
 from attnexp.recorder import RunRecorder
 from attnexp.run import Run, training_on_cpu
-from attnexp.summary import static_record
+from attnexp.stops import Interrupted, StopSignals
+from attnexp.summary import error_record, static_record, write_json
 
 
 def resolve_precision(run: Run) -> str | int:
@@ -40,6 +51,11 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
     warnings.filterwarnings("ignore", message=".*isinstance.treespec, LeafSpec.*")
+    # Our batch sampler resumes mid-epoch from Lightning's own progress counters (data/base.py),
+    # which Lightning cannot see: its warning that the loader is not resumable does not apply.
+    warnings.filterwarnings("ignore", message=".*dataloader is not resumable.*")
+    warnings.filterwarnings("ignore", message=".*`training_step` returned `None`.*")  # optim.nonfinite=skip, on purpose
+    warnings.filterwarnings("ignore", message=".*Checkpoint directory .* exists and is not empty.*")  # a resumed run's own
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropAdverts())
     # Under Hydra the root logger already prints (and writes the job's .log): Lightning's own
     # console handlers would print every line twice.
@@ -51,40 +67,131 @@ def quiet_lightning() -> None:
             lg.propagate = True
 
 
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """torch.save into a temporary file beside the target, flushed to disk, then renamed over it:
+    a kill during a save leaves the previous checkpoint whole. (Lightning's own save goes through
+    an fsspec transaction whose temporary file lives in the system temp dir; across filesystems
+    its final move is a copy, which a kill can leave half-written.)"""
+
+    def save_checkpoint(self, checkpoint, path, storage_options=None):
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                torch.save(checkpoint, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+def resume_path(run: Run) -> Path | None:
+    """resume=auto: the newest checkpoint of this run's own folder (none yet: a fresh start, which
+    makes `resume=auto` safe on every launch of a preemptible job); resume=PATH: that file."""
+    if run.resume == "auto":
+        return checkpoints.newest(run.out_dir)
+    return Path(run.resume) if run.resume else None
+
+
 def train(run: Run, callbacks: Sequence[L.Callback] = ()) -> dict:
     """Train one run into `run.out_dir`; returns the summary (also written to summary.json).
     `callbacks`: Lightning callbacks of the caller's, added to those the config builds."""
     out = run.out_dir
     out.mkdir(parents=True, exist_ok=True)
+    with StopSignals() as stops:
+        try:
+            return _train(run, stops, callbacks)
+        except (ConfigError, Interrupted, Exception) as e:
+            if (out / "summary.json").is_file() and _status(out) != "running":
+                raise  # the recorder has written what happened
+            status = "config_error" if isinstance(e, ConfigError) else "interrupted" if isinstance(e, Interrupted) else "failed"
+            msg = str(e) if isinstance(e, (ConfigError, Interrupted)) else f"{type(e).__name__}: {e}"
+            if isinstance(e, Interrupted):
+                msg = f"stopped by {e.signame} before training started"
+            write_json(out / "summary.json", {**error_record(out, status, msg, run.choices, run.overrides, run.sweep_dir),
+                                              **({"signal": e.signame} if isinstance(e, Interrupted) else {})})
+            raise
+
+
+def _status(out: Path) -> str | None:
+    import json
+
+    try:
+        return json.loads((out / "summary.json").read_text()).get("status")
+    except (OSError, ValueError):
+        return None
+
+
+def _train(run: Run, stops: StopSignals, callbacks: Sequence[L.Callback]) -> dict:
+    out = run.out_dir
     (out / "config_resolved.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(run.config)))
     quiet_lightning()
     L.seed_everything(run.seed, workers=True, verbose=False)
     torch.set_float32_matmul_precision("high")
 
-    dm = build_datamodule(run.data, run.task, causal=run.attention.causal, run_dir=str(out))
+    resume = resume_path(run)
+    ckpt = checkpoints.load(resume, "resume") if resume else None
+    dm = build_datamodule(run.data, run.task, causal=run.attention.causal, run_dir=str(out), seed=run.seed)
     dm.setup("fit")
     if run.task.name == "classify":
         check(dm.num_classes, f"data={run.data.name} has no labels for task=classify")
+    check(len(dm.splits["train"]) > 0, f"data={run.data.name} has no training examples; nothing to train on")
     module = AttnexpModule.from_configs(run.model, run.attention, run.task, run.optim, dm.vocab_size, dm.num_classes)
+    if ckpt is not None:
+        checkpoints.check_shapes(ckpt, module.state_dict(), "resume", resume)
+        del ckpt
 
     data = {"name": run.data.name, "vocab_size": dm.vocab_size, "num_classes": dm.num_classes,
             **{f"n_{k}": len(v) for k, v in dm.splits.items()}}
-    recorder = RunRecorder(out, static_record(run, module.model.num_params(), data))
-    checkpoint = ModelCheckpoint(dirpath=out / "checkpoints", filename="best-epoch{epoch:02d}", monitor=run.checkpoint.monitor,
+    recorder = RunRecorder(out, static_record(run, module.model.num_params(), data), stops,
+                           resumed_from=str(resume) if resume else None)
+    ckpt_dir = out / "checkpoints"
+    checkpoint = ModelCheckpoint(dirpath=ckpt_dir, filename="best-epoch{epoch:02d}", monitor=run.checkpoint.monitor,
                                  mode=run.checkpoint.mode, save_top_k=1, save_last=True, auto_insert_metric_name=False)
+    ours = [checkpoint, recorder, SignalGate(stops)]
+    if run.checkpoint.every_n_steps:  # the latest only; written atomically (Lightning saves to a temp file, then renames)
+        ours.append(ModelCheckpoint(dirpath=ckpt_dir, filename="step-{step:07d}", every_n_train_steps=run.checkpoint.every_n_steps,
+                                    save_top_k=1, auto_insert_metric_name=False))
+    if run.optim.nonfinite == "stop":
+        on_cpu = training_on_cpu(run.trainer) or not torch.cuda.is_available()
+        ours.append(DivergenceGuard(ckpt_dir, every=1 if on_cpu else (run.trainer.log_every_n_steps or 50)))
     maps = AttentionMaps(run.maps, out) if run.maps.enabled else None
-    callbacks = [checkpoint, recorder, *([maps] if maps else []), *callbacks]
-    callbacks += [instantiate(c) for c in run.callbacks.values()]
+    callbacks = [*ours, *([maps] if maps else []), *callbacks, *(instantiate(c) for c in run.callbacks.values())]
     loggers = [instantiate(lg) for lg in run.loggers.values()]
     if loggers:
         callbacks.append(LearningRateMonitor(logging_interval="step"))
 
-    trainer = instantiate({**run.trainer.kwargs(), "precision": resolve_precision(run)}, callbacks=callbacks,
-                          logger=loggers or False, default_root_dir=str(out), _convert_="partial")
-    trainer.fit(module, datamodule=dm, ckpt_path=run.resume)
-    if run.test and not trainer.interrupted and not trainer.fast_dev_run:
-        results = trainer.test(module, datamodule=dm, ckpt_path=checkpoint.best_model_path or None, verbose=False)
-        recorder.test_metrics = results[0] if results else {}
+    try:
+        trainer = instantiate({**run.trainer.kwargs(), "precision": resolve_precision(run)}, callbacks=callbacks,
+                              logger=loggers or False, default_root_dir=str(out), plugins=[AtomicCheckpointIO()],
+                              _convert_="partial")
+    except Exception as e:  # Hydra wraps Lightning's MisconfigurationException: keep its whole sentence
+        cause = e.__cause__ or e
+        raise ConfigError(f"trainer: {' '.join(str(cause).split())}") from None
+    stops.trainer = trainer
+    try:
+        trainer.fit(module, datamodule=dm, ckpt_path=str(resume) if resume else None, weights_only=True)
+        if run.test and not trainer.fast_dev_run:
+            results = trainer.test(module, datamodule=dm, ckpt_path=checkpoint.best_model_path or None, verbose=False,
+                                   weights_only=True)
+            recorder.test_metrics = results[0] if results else {}
+    except BaseException:
+        if recorder.status in ("interrupted", "diverged"):  # on_exception saved and recorded it: an outcome, not a bug
+            return _finished(recorder, trainer, maps, out)
+        raise
+    finally:
+        stops.trainer = None
+    return _finished(recorder, trainer, maps, out, status="completed")
+
+
+def _finished(recorder: RunRecorder, trainer, maps, out: Path, status: str | None = None) -> dict:
     if maps:
         recorder.extra["attention_maps"] = {"dir": str(out / "maps"), "alignment": maps.last_alignment}
-    return recorder.write(trainer, "interrupted" if trainer.interrupted else "completed")
+    if status is None:  # stopped early: on_exception wrote the status; write it again with the map section
+        import json
+
+        prev = json.loads((out / "summary.json").read_text())
+        return recorder.write(trainer, prev["status"], error=prev.get("error"))
+    return recorder.write(trainer, status)

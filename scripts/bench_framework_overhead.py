@@ -118,8 +118,9 @@ def run_plain(overrides: list[str], out_dir: Path) -> dict:
 
     clock = StepClock()
     t0 = time.perf_counter()
-    for _ in range(epochs):
+    for epoch in range(epochs):
         model.train()
+        train_dl.batch_sampler.set_epoch(epoch)  # as with a DistributedSampler: a new order every epoch
         clock.epoch()
         for batch in train_dl:
             clock.tick()

@@ -27,3 +27,10 @@ def _fresh_dynamo_for_flex(request):
 
         torch._dynamo.reset()
     yield
+
+
+def run_of(overrides: list[str], out_dir="unused"):
+    """The validated Run that `attnexp train OVERRIDES` would train into `out_dir`."""
+    from attnexp.run import load_run
+
+    return load_run(compose(overrides, out_dir))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from attnexp.config import ConfigError
 from attnexp.run import load_run
@@ -17,6 +18,10 @@ def test_every_option_composes_and_validates(group, option, tmp_path):
     if group == "trainer" and option == "gpu":
         overrides.append("attention.backend=sdpa")  # composes; training needs a GPU
     cfg = compose_cfg(overrides, tmp_path)
+    if group == "trainer" and option == "gpu" and not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="no CUDA GPU is visible here"):  # composes; refused before training
+            load_run(cfg)
+        return
     run = load_run(cfg)
     assert run.model.d_model % run.model.n_heads == 0
     assert run.task.objective in ("next", "masked")

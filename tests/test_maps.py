@@ -72,9 +72,10 @@ def test_callback_writes_maps_and_logs_them(tmp_path):
     s = train(load_run(cfg))
     maps = tmp_path / "maps"
     for epoch in range(2):
-        d = np.load(maps / f"epoch{epoch:03d}.npz", allow_pickle=True)
+        d = np.load(maps / f"epoch{epoch:03d}.npz", allow_pickle=False)  # plain arrays: safe to load from anyone
         L, B, H = d["weights"].shape[:3]
-        assert (L, B, H) == (2, 2, 4) and len(d["tokens"][0]) == d["lengths"][0]
+        assert (L, B, H) == (2, 2, 4) and d["tokens"].shape == (2, d["weights"].shape[-1])
+        assert d["tokens"][0][d["lengths"][0] - 1] == "[EOS]" and (d["tokens"][0][d["lengths"][0]:] == "").all()
         assert d["tokens"][0][0] == "[BOS]" and d["stat_entropy"].shape == (2, 4)
         assert (maps / f"epoch{epoch:03d}_ex1.png").is_file()
     assert (maps / "evolution_ex0.gif").is_file() and (maps / "viewer.html").is_file()
@@ -88,21 +89,21 @@ def test_callback_writes_maps_and_logs_them(tmp_path):
         assert tag in ev.Tags()["scalars"], tag
 
 
-def test_maps_from_given_texts_and_the_maps_command(tmp_path):
+def test_maps_from_given_texts_and_the_maps_command(tmp_path, capsys):
     texts = '["the dogs near the cat run .","a king sleeps"]'
     cfg = compose_cfg([*QUICK, "logger=none", f"maps.texts={texts}", "trainer.max_epochs=1"], tmp_path)
     s = train(load_run(cfg))
-    d = np.load(tmp_path / "maps" / "epoch000.npz", allow_pickle=True)
-    assert list(d["tokens"][1]) == ["[BOS]", "a", "king", "sleeps", "[EOS]"]
+    d = np.load(tmp_path / "maps" / "epoch000.npz", allow_pickle=False)
+    assert list(d["tokens"][1][: d["lengths"][1]]) == ["[BOS]", "a", "king", "sleeps", "[EOS]"]
     from attnexp.cli import main
 
     out = tmp_path / "custom"
     assert main(["maps", f"ckpt={s['checkpoints']['last']}", "text=every cat sings .", f"out={out}"]) == 0
-    m = np.load(out / "maps.npz", allow_pickle=True)
+    m = np.load(out / "maps.npz", allow_pickle=False)
     assert list(m["tokens"][0]) == ["[BOS]", "every", "cat", "sings", ".", "[EOS]"]
     assert m["weights"].shape == (2, 1, 4, 6, 6) and (out / "maps_ex0.png").is_file() and (out / "viewer.html").is_file()
-    with pytest.raises(SystemExit, match="no such file"):
-        main(["maps", "ckpt=/nope.ckpt", "text=x"])
+    assert main(["maps", "ckpt=/nope.ckpt", "text=x"]) == 2
+    assert "no such checkpoint file" in capsys.readouterr().err
 
 
 def test_wandb_offline_gets_images_and_a_table(tmp_path, monkeypatch):

@@ -56,7 +56,7 @@ def test_length_buckets_pad_less_than_random_batches(tmp_path):
     bucketed, shuffled = module(tmp_path, bucket=True, max_len=1024), module(tmp_path, bucket=False, max_len=1024)
     bucketed.setup(), shuffled.setup()
     assert padding(bucketed) < 0.5 * padding(shuffled)
-    assert sorted(i for b in bucketed.train_dataloader().batch_sampler for i in b) == list(range(270))
+    assert sorted(i for b in bucketed.train_dataloader().batch_sampler for _, i in b) == list(range(270))
 
 
 def test_remove_headers_footers_quotes(tmp_path):

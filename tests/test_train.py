@@ -91,7 +91,7 @@ def run_cli(*args, cwd):
 
 
 @pytest.mark.parametrize("override,needle", [
-    pytest.param("attention=nope", "Could not find 'attention/nope'", marks=pytest.mark.slow),
+    pytest.param("attention=nope", "attention=nope is not an option of attention; choose one of", marks=pytest.mark.slow),
     ("model.n_heads=5", "model.d_model=64 is not divisible by model.n_heads=5"),  # the default run's one CLI call
     pytest.param("optim.lr=-1", "optim.lr=-1.0 must be positive", marks=pytest.mark.slow),
     pytest.param("data.corpus=missing.txt", "data.corpus='missing.txt': no such file", marks=pytest.mark.slow),

@@ -1,41 +1,81 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import lightning as L
 import torch
-from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from attnexp.config import TaskConfig
 from attnexp.data.collate import Collator
 
 
-class LengthBuckets(Sampler[list[int]]):
-    """Batches of similar length: shuffle, cut into pools of `pool` batches, sort each pool by
-    length, cut into batches, shuffle the batches. Short posts are not padded to the longest
-    post of the data set, and the order still changes every epoch."""
+class EpochBatches(Sampler[list[int]]):
+    """The batches of one epoch, a function of (seed, epoch) alone, so a resumed run sees the
+    order the uninterrupted run would have seen. Shuffled (or in order); with `bucket`, batches of
+    similar length: cut the shuffled order into pools of `pool` batches, sort each pool by length,
+    cut into batches, shuffle the batches, so short posts are not padded to the longest post.
 
-    def __init__(self, lengths: list[int], batch_size: int, shuffle: bool, seed: int, pool: int = 50):
-        self.lengths, self.batch_size, self.shuffle, self.seed, self.pool = lengths, batch_size, shuffle, seed, pool
+    `position_fn`, when a trainer is fitting, says which epoch this is and how many of its batches
+    were already trained on (nonzero when a run resumes mid-epoch; they are skipped), read from
+    the trainer's restored progress when the first batch is asked for: a loader with workers asks
+    at `iter()`, before Lightning's `set_epoch`. Without it (a plain loop), `set_epoch` decides."""
+
+    def __init__(self, lengths: list[int], batch_size: int, shuffle: bool, seed: int, bucket: bool = False,
+                 pool: int = 50, position_fn: Callable[[], tuple[int, int] | None] | None = None):
+        self.lengths, self.batch_size, self.shuffle, self.seed = lengths, batch_size, shuffle, seed
+        self.bucket, self.pool, self.position_fn = bucket, pool, position_fn
         self.epoch = 0
 
-    def __iter__(self):
-        rng = random.Random(self.seed + self.epoch)
-        self.epoch += 1
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    @property
+    def sampler(self) -> "EpochBatches":
+        """Lightning calls `set_epoch` on `loader.batch_sampler.sampler` (fabric's _set_sampler_epoch)."""
+        return self
+
+    def batches(self) -> list[list[int]]:
+        rng = random.Random(self.seed * 1_000_003 + self.epoch)
         idx = list(range(len(self.lengths)))
         if self.shuffle:
             rng.shuffle(idx)
-        span = self.batch_size * self.pool
-        batches = []
+        if not self.bucket:
+            return [idx[i: i + self.batch_size] for i in range(0, len(idx), self.batch_size)]
+        span, batches = self.batch_size * self.pool, []
         for s in range(0, len(idx), span):
             chunk = sorted(idx[s: s + span], key=self.lengths.__getitem__)
             batches += [chunk[i: i + self.batch_size] for i in range(0, len(chunk), self.batch_size)]
         if self.shuffle:
             rng.shuffle(batches)
-        return iter(batches)
+        return batches
+
+    def __iter__(self):
+        position = self.position_fn() if self.position_fn else None
+        done = 0
+        if position is not None:  # a whole epoch done is the previous one, before Lightning resets its counter
+            self.epoch, done = position[0], position[1] % len(self)
+        for batch in self.batches()[done:]:
+            yield [(self.epoch, i) for i in batch]  # Items hands the epoch to the collator with each item
 
     def __len__(self):
         return -(-len(self.lengths) // self.batch_size)
+
+
+class Items(Dataset):
+    """A split's items, fetched by (epoch, index): the collator sees the epoch, so random masking is
+    a function of (seed, epoch, batch) alone, not of a generator's state (or of a worker's)."""
+
+    def __init__(self, items: list[dict]):
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, key: tuple[int, int]) -> dict:
+        epoch, i = key
+        return {**self.items[i], "epoch": epoch}
 
 
 class TokenDataModule(L.LightningDataModule):
@@ -45,9 +85,9 @@ class TokenDataModule(L.LightningDataModule):
     and set `vocab_size`, `num_classes`, `pad_id`, `mask_id`, `first_word_id` and `encoder`.
     """
 
-    def __init__(self, cfg, task: TaskConfig, causal: bool):
+    def __init__(self, cfg, task: TaskConfig, causal: bool, seed: int = 0):
         super().__init__()
-        self.cfg, self.task, self.causal = cfg, task, causal
+        self.cfg, self.task, self.causal, self.seed = cfg, task, causal, seed  # seed: the run's, for the batch order
         self.splits: dict[str, list[dict]] = {}
         self.num_classes: int | None = None
 
@@ -55,18 +95,27 @@ class TokenDataModule(L.LightningDataModule):
     def objective(self) -> str:
         return "classify" if self.task.name == "classify" else self.task.objective
 
-    def collator(self, fixed_seed: int | None) -> Collator:
+    def collator(self, per_epoch: bool) -> Collator:
         return Collator(self.objective, self.pad_id, self.mask_id, self.vocab_size, self.first_word_id,
-                        self.task.mask_prob, fixed_seed)
+                        self.task.mask_prob, seed=self.seed, per_epoch=per_epoch)
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         items, cfg = self.splits[split], self.cfg
-        kw = dict(collate_fn=self.collator(None if shuffle else cfg.seed), num_workers=cfg.num_workers,
-                  persistent_workers=cfg.num_workers > 0, pin_memory=torch.cuda.is_available())
-        if getattr(cfg, "bucket", False):
-            lengths = [len(it["input_ids"]) for it in items]
-            return DataLoader(items, batch_sampler=LengthBuckets(lengths, cfg.batch_size, shuffle, cfg.seed), **kw)
-        return DataLoader(items, batch_size=cfg.batch_size, shuffle=shuffle, **kw)
+        sampler = EpochBatches([len(it["input_ids"]) for it in items], cfg.batch_size, shuffle, self.seed,
+                               bucket=cfg.bucket, position_fn=self._position if shuffle else None)
+        # A generator of its own: each new iterator draws a seed from it, which would otherwise come from
+        # the global generator that dropout uses, and a resumed run would draw one number more or fewer.
+        return DataLoader(Items(items), batch_sampler=sampler, collate_fn=self.collator(per_epoch=shuffle),
+                          num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0,
+                          pin_memory=torch.cuda.is_available(), generator=torch.Generator().manual_seed(self.seed))
+
+    def _position(self) -> tuple[int, int] | None:
+        """(epoch, batches of it already trained on) of a fitting trainer: the second is nonzero only
+        when a run resumes mid-epoch (Lightning restores its progress and expects the rest of the epoch)."""
+        t = self.trainer
+        if t is None or not t.training:
+            return None
+        return t.fit_loop.epoch_progress.current.processed, t.fit_loop.epoch_loop.batch_progress.current.ready
 
     def train_dataloader(self):
         return self._loader("train", shuffle=True)

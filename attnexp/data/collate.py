@@ -32,7 +32,8 @@ class Collator:
     vocab_size: int
     first_word_id: int  # ids below this are special tokens, never masked or sampled
     mask_prob: float = 0.15
-    fixed_seed: int | None = None  # set for validation/test: the same masking every epoch
+    seed: int = 0  # masking is a function of (seed, epoch, the batch's items): resumed runs mask alike
+    per_epoch: bool = True  # training: new masks every epoch; validation/test: the same masks every epoch
 
     def __call__(self, items: list[dict]) -> dict:
         lengths = [len(it["input_ids"]) for it in items]
@@ -59,9 +60,9 @@ class Collator:
     def mask_tokens(self, ids, pad_mask, items):
         """BERT's recipe: pick mask_prob of the real word tokens (at least one per sequence);
         of those 80% -> [MASK], 10% -> a random word, 10% unchanged. Labels only at picks."""
-        g = None
-        if self.fixed_seed is not None:
-            g = torch.Generator().manual_seed(self.fixed_seed * 1_000_003 + hash(tuple(it["idx"] for it in items)) % 2**31)
+        epoch = items[0].get("epoch", 0) if self.per_epoch else 0
+        key = hash((self.seed, epoch, tuple(it["idx"] for it in items)))  # ints and tuples hash alike in every process
+        g = torch.Generator().manual_seed(key % 2**63)
         candidate = pad_mask & (ids >= self.first_word_id)
         u = torch.rand(ids.shape, generator=g)
         picked = candidate & (u < self.mask_prob)

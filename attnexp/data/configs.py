@@ -3,11 +3,33 @@
 
 from __future__ import annotations
 
+import codecs
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from attnexp.config import TaskConfig, check, from_dict
+from attnexp.config import MAX_LEN, ConfigError, TaskConfig, check, from_dict
+
+
+def check_text_file(path: str, key: str) -> None:
+    """A readable, non-empty UTF-8 text file, or a ConfigError that says what it is instead
+    (read in 1 MiB chunks, so a large corpus is never held twice)."""
+    p = Path(path)
+    check(p.exists(), f"{key}={path!r}: no such file; give a path to a UTF-8 text file (one sentence per line), "
+                      f"or {key}=null for the built-in corpus")
+    check(p.is_file(), f"{key}={path!r} is a folder; give a UTF-8 text file (one sentence per line)")
+    decoder, line, has_text = codecs.getincrementaldecoder("utf-8")(), 1, False
+    with open(p, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            check(b"\0" not in chunk, f"{key}={path!r} looks binary (it holds NUL bytes); give a UTF-8 text file")
+            try:
+                has_text |= bool(decoder.decode(chunk).strip())
+            except UnicodeDecodeError as e:
+                at = line + chunk[: max(e.start, 0)].count(b"\n")
+                raise ConfigError(f"{key}={path!r} is not UTF-8 text (line {at}: {e.reason}); convert it first, "
+                                  f"e.g. iconv -f latin1 -t utf-8 IN > OUT") from None
+            line += chunk.count(b"\n")
+    check(has_text, f"{key}={path!r} is empty; give a text file with one sentence per line")
 
 
 @dataclass
@@ -27,9 +49,11 @@ class ToyDataConfig:
 
     def validate(self, task: TaskConfig) -> None:
         check(0 < self.val_fraction < 1, f"data.val_fraction={self.val_fraction} must be in (0, 1)")
+        check(self.min_freq >= 1, f"data.min_freq={self.min_freq} must be >= 1")
+        check(self.corpus is not None or self.n_sentences >= 10,
+              f"data.n_sentences={self.n_sentences} is too few to split into train and validation; use at least 10")
         if self.corpus is not None:
-            check(Path(self.corpus).is_file(), f"data.corpus={self.corpus!r}: no such file; give a path to a UTF-8 text "
-                                               f"file (one sentence per line), or data.corpus=null for the built-in corpus")
+            check_text_file(self.corpus, "data.corpus")
             check(task.name != "classify", "task=classify on a text file needs labels; use the built-in corpus "
                                            "(data.corpus=null, label = subject number) or data=newsgroups")
 
@@ -63,6 +87,7 @@ class NewsgroupsDataConfig:
         check(0 < self.val_fraction < 1, f"data.val_fraction={self.val_fraction} must be in (0, 1)")
         check(self.tokenizer_model in ("wordpiece", "bpe"), f"data.tokenizer_model={self.tokenizer_model!r} is not one of: wordpiece, bpe")
         check(self.vocab_size >= 100, f"data.vocab_size={self.vocab_size} is too small; use at least 100")
+        check(self.limit is None or self.limit >= 10, f"data.limit={self.limit} is too few posts to split; use at least 10 (or null: all)")
         if self.source == "local":
             check(Path(self.path).is_dir(), f"data.path={self.path!r}: no such folder; give a folder holding train.* and "
                                             f"test.* (.jsonl[.gz], .csv or .parquet with text and label columns)")
@@ -115,8 +140,10 @@ def load_data_config(raw: dict, task: TaskConfig):
     name = raw.get("name")
     check(name in SCHEMAS, f"data.name={name!r} is not one of: {', '.join(SCHEMAS)}")
     cfg = from_dict(SCHEMAS[name], raw, "data")
-    for k in ("batch_size", "max_len"):
-        check(getattr(cfg, k) > 0, f"data.{k}={getattr(cfg, k)} must be positive")
+    check(cfg.batch_size > 0, f"data.batch_size={cfg.batch_size} must be positive")
+    check(cfg.max_len >= 3, f"data.max_len={cfg.max_len} leaves no room for a token between the start and end "
+                            f"markers; use at least 3")
+    check(cfg.max_len <= MAX_LEN, f"data.max_len={cfg.max_len} is beyond attnexp's limit of {MAX_LEN:,} tokens")
     check(cfg.num_workers >= 0, f"data.num_workers={cfg.num_workers} must be >= 0")
     cfg.validate(task)
     return cfg

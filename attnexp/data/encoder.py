@@ -33,6 +33,16 @@ class TextEncoder:
         """[BOS] w1 .. wn [EOS] for a word-level vocabulary, cut to max_len."""
         return [BOS] + self.vocab.encode(ws[: self.max_len - 2]) + [EOS]
 
+    def unknown_words(self, text: str) -> list[str]:
+        """The words of `text` that encode to [UNK] (not in the vocabulary), in order, once each."""
+        if self.kind == "words":
+            found = [w for w in words(text, self.lowercase) if w not in self.vocab.stoi]
+        else:
+            unk = self.tok.token_to_id("[UNK]")
+            enc = self.tok.encode(text)
+            found = [text[a:b] for i, (a, b) in zip(enc.ids, enc.offsets) if i == unk]
+        return list(dict.fromkeys(found))
+
     def decode(self, ids) -> list[str]:
         if self.kind == "words":
             return self.vocab.decode(ids)

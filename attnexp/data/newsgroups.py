@@ -3,6 +3,8 @@ and tokenized through `datasets.map(batched=True)` (cached), into length-buckete
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import time
 import warnings
@@ -39,6 +41,36 @@ def local_files(folder: Path) -> dict[str, str]:
     return files
 
 
+def unreadable(files: dict[str, str], builder: str, error: Exception) -> str:
+    """One line naming the file and the 1-based line that could not be read."""
+    if builder == "json":
+        for path in files.values():
+            opener = gzip.open if path.endswith(".gz") else open
+            try:
+                with opener(path, "rt", encoding="utf-8") as f:
+                    for n, line in enumerate(f, 1):
+                        if not line.strip():
+                            continue
+                        try:
+                            row = json.loads(line)
+                        except json.JSONDecodeError as e:
+                            return f"{path} line {n}: not valid JSON ({e.msg} at column {e.colno}); fix or remove that line"
+                        if not isinstance(row, dict):
+                            return f"{path} line {n}: a JSON {type(row).__name__}, not an object with `text` and `label`"
+            except (UnicodeDecodeError, OSError) as e:
+                return f"{path}: cannot be read as UTF-8 JSON lines ({e}); give .jsonl[.gz] with one object per line"
+    reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+    return f"could not read {', '.join(files.values())} ({type(error).__name__}: {reason[:200]})"
+
+
+def check_labels(labels: list, path: str) -> None:
+    """Labels must be integers in [0, 20): found at load time, not mid-training."""
+    for n, y in enumerate(labels, 1):
+        if not isinstance(y, int) or isinstance(y, bool) or not 0 <= y < len(NAMES):
+            raise ConfigError(f"{path} row {n}: label {y!r} is not an integer in [0, {len(NAMES)}) "
+                              f"(20 Newsgroups labels, alphabetical by group name)")
+
+
 def clean(batch: dict, remove: tuple[str, ...]) -> dict:
     """sklearn's own header/footer/quote strippers, so `remove` means exactly what sklearn's does."""
     from sklearn.datasets._twenty_newsgroups import (strip_newsgroup_footer, strip_newsgroup_header,
@@ -57,8 +89,8 @@ def clean(batch: dict, remove: tuple[str, ...]) -> dict:
 
 
 class NewsgroupsDataModule(TokenDataModule):
-    def __init__(self, cfg, task, causal: bool, run_dir: str | None = None):
-        super().__init__(cfg, task, causal)
+    def __init__(self, cfg, task, causal: bool, run_dir: str | None = None, seed: int = 0):
+        super().__init__(cfg, task, causal, seed)
         self.run_dir = run_dir
         self.cache = Path(cfg.cache_dir).expanduser()
         self.timings: dict[str, float] = {}
@@ -82,7 +114,15 @@ class NewsgroupsDataModule(TokenDataModule):
         if source == "local":
             files = local_files(Path(c.path))
             builder = EXT["".join(Path(files["train"]).suffixes)]
-            ds = datasets.load_dataset(builder, data_files=files, cache_dir=hf_cache)
+            try:
+                ds = datasets.load_dataset(builder, data_files=files, cache_dir=hf_cache)
+            except Exception as e:  # datasets' error names a row of no file: find the line ourselves
+                raise ConfigError(unreadable(files, builder, e)) from None
+            for split, path in files.items():
+                missing = {"text", "label"} - set(ds[split].column_names)
+                if missing:
+                    raise ConfigError(f"{path} has no {', '.join(sorted(missing))} column; it needs `text` and `label`")
+                check_labels(ds[split]["label"], path)
         elif source == "hub":
             if offline():
                 raise ConfigError(f"data.source=hub needs the network (HF_HUB_OFFLINE is set); {OFFLINE_HINT}")
@@ -141,6 +181,10 @@ class NewsgroupsDataModule(TokenDataModule):
             return {"input_ids": [e.ids for e in tok.encode_batch(batch["text"])]}
 
         encoded = splits.map(encode, batched=True, remove_columns=["text"], desc="tokenizing")
+        for k, v in encoded.items():  # [CLS] [SEP] alone: nothing left of any post
+            if len(v) and max(len(ids) for ids in v["input_ids"]) <= 2:
+                raise ConfigError(f"every post of the {k} split is empty"
+                                  f"{' after data.remove=' + str(c.remove) if c.remove else ''}; nothing to learn from")
         self.timings = {"load_s": round(t1 - t0, 2), "tokenize_s": round(time.perf_counter() - t1, 2),
                         "tokenizer_trained": trained}
         self.encoder = TextEncoder("tokenizer", tok.to_str(), c.lowercase, c.max_len)

@@ -57,8 +57,8 @@ def example(kind: str, n: int, n_symbols: int, rng: random.Random, causal: bool)
 
 
 class SyntheticDataModule(TokenDataModule):
-    def __init__(self, cfg, task, causal: bool, run_dir: str | None = None):
-        super().__init__(cfg, task, causal)
+    def __init__(self, cfg, task, causal: bool, run_dir: str | None = None, seed: int = 0):
+        super().__init__(cfg, task, causal, seed)
         self.pad_id, self.mask_id, self.first_word_id = PAD, MASK, len(SPECIALS)
         names = SPECIALS + symbol_names(cfg.n_symbols)
         self.vocab_size = len(names)

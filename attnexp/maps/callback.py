@@ -8,6 +8,7 @@ from pathlib import Path
 
 import lightning as L
 import numpy as np
+from PIL import Image
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
 
@@ -24,10 +25,33 @@ class AttentionMaps(L.Callback):
         self.frames: dict[int, list] = {}  # example -> GIF frame per snapshot
         self.history: list[tuple[int, np.ndarray]] = []  # (epoch, maps cropped for the viewer)
         self.last_alignment: dict | None = None
+        self._resumed_epochs: list[int] = []
 
     def setup(self, trainer, pl_module, stage):
         if self.probe is None and trainer.datamodule is not None:
             self.probe = probe_from(trainer.datamodule, self.cfg.texts, self.cfg.n_examples)
+
+    # A resumed run picks up the snapshots of its earlier part from <run>/maps/, so the viewer and
+    # the GIFs cover the whole run; only the list of epochs travels in the checkpoint.
+    def state_dict(self) -> dict:
+        return {"epochs": [e for e, _ in self.history], "last_alignment": self.last_alignment}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._resumed_epochs, self.last_alignment = state["epochs"], state["last_alignment"]
+
+    def on_fit_start(self, trainer, pl_module):
+        n = self.cfg.max_tokens
+        for epoch in self._resumed_epochs:
+            npz = self.dir / f"epoch{epoch:03d}.npz"
+            if not npz.is_file():
+                continue
+            self.history.append((epoch, np.load(npz, allow_pickle=False)["weights"][:, :, :, :n, :n].astype(np.float32)))
+            if self.cfg.animation:
+                for b in range(len(self.probe.tokens)):
+                    png = self.dir / f"epoch{epoch:03d}_ex{b}.png"
+                    if png.is_file():
+                        self.frames.setdefault(b, []).append(Image.open(png).copy())
+        self._resumed_epochs = []
 
     def on_validation_epoch_end(self, trainer, pl_module):
         if trainer.sanity_checking or self.probe is None or (trainer.current_epoch + 1) % self.cfg.every_n_epochs:
@@ -63,8 +87,14 @@ class AttentionMaps(L.Callback):
                 log_image(trainer, f"attention_maps/example{b}", img, png, step)
         log_stats_table(trainer, s, step)
 
-    @rank_zero_only
     def on_fit_end(self, trainer, pl_module):
+        self.finish(trainer)
+
+    def on_exception(self, trainer, pl_module, exception):  # an interrupted run keeps its viewer and GIFs too
+        self.finish(trainer)
+
+    @rank_zero_only
+    def finish(self, trainer):
         for b, frames in self.frames.items():
             render.gif(frames, self.dir / f"evolution_ex{b}.gif")
         if self.cfg.html and self.history:

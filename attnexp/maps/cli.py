@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from attnexp.config import ConfigError
+
 USAGE = 'usage: python -m attnexp maps ckpt=PATH text="some text" [text="more"] [out=DIR] [max_tokens=64]'
 
 
@@ -17,13 +19,13 @@ def parse(argv: list[str]) -> dict:
     for a in argv:
         key, sep, value = a.partition("=")
         if not sep or key not in ("ckpt", "text", "out", "max_tokens"):
-            raise SystemExit(f"attnexp maps: cannot read {a!r}\n{USAGE}")
+            raise ConfigError(f"cannot read {a!r}; {USAGE}")
         if key == "text":
             args["text"].append(value)
         else:
             args[key] = value
     if "ckpt" not in args or not args["text"]:
-        raise SystemExit(f"attnexp maps: give ckpt= and at least one text=\n{USAGE}")
+        raise ConfigError(f"give ckpt= and at least one text=; {USAGE}")
     return args
 
 
@@ -33,29 +35,73 @@ def encoder_from(ckpt: dict):
     for key, value in ckpt.items():
         if key.endswith("DataModule") and isinstance(value, dict) and "encoder" in value:
             return TextEncoder.from_state(value["encoder"])
-    raise SystemExit("attnexp maps: this checkpoint holds no tokenizer (it predates attnexp 0.1's maps); retrain it")
+    raise ConfigError("this checkpoint holds no tokenizer (it predates attnexp 0.1's maps); retrain it")
+
+
+def module_from(ckpt: dict, path: Path):
+    """The model a checkpoint describes, its settings checked like a config (a stranger's file
+    cannot ask for an absurd size), its tensors checked against the model built from them."""
+    from attnexp import attention, checkpoints
+    from attnexp.config import AttentionConfig, ModelConfig, OptimConfig, TaskConfig, from_dict, validate_model
+    from attnexp.lit import AttnexpModule
+
+    hp = ckpt["hyper_parameters"]
+    try:
+        m = from_dict(ModelConfig, hp["model"], "model")
+        validate_model(m)
+        a = attention.validate(from_dict(AttentionConfig, hp["attention"], "attention"), m)
+        t, o = from_dict(TaskConfig, hp["task"], "task"), from_dict(OptimConfig, hp["optim"], "optim")
+        vocab, classes = hp["vocab_size"], hp.get("num_classes")
+        if not isinstance(vocab, int) or not 0 < vocab <= 10_000_000 or not (classes is None or isinstance(classes, int)):
+            raise ConfigError(f"vocab_size={vocab!r}, num_classes={classes!r} are not sizes")
+    except (ConfigError, KeyError, TypeError) as e:
+        raise ConfigError(f"ckpt={str(path)!r} does not describe an attnexp model ({e})") from None
+    module = AttnexpModule.from_configs(m, a, t, o, vocab, classes)
+    checkpoints.check_shapes(ckpt, module.state_dict(), "ckpt", path)
+    module.load_state_dict(ckpt["state_dict"])
+    return module.eval()
+
+
+def free_folder(base: Path) -> Path:
+    """`base`, or base-2, base-3, ...: a second call never overwrites the first one's maps."""
+    out, n = base, 1
+    while out.exists() and any(out.iterdir()):
+        n += 1
+        out = base.with_name(f"{base.name}-{n}")
+    return out
 
 
 def maps_cli(argv: list[str]) -> int:
-    import torch
+    try:
+        return _maps(parse(argv))
+    except ConfigError as e:
+        print(f"attnexp maps: {e}", file=sys.stderr)
+        return 2
 
-    from attnexp.lit import AttnexpModule
+
+def _maps(args: dict) -> int:
+    from attnexp import checkpoints
     from attnexp.maps import stats
     from attnexp.maps.html import write_viewer
     from attnexp.maps.probe import Probe, attention_maps, save_snapshot
 
-    args = parse(argv)
     path = Path(args["ckpt"])
-    if not path.is_file():
-        raise SystemExit(f"attnexp maps: ckpt={str(path)!r}: no such file (runs keep them in <run>/checkpoints/)")
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    ckpt = checkpoints.load(path, "ckpt")
     enc = encoder_from(ckpt)
-    module = AttnexpModule.load_from_checkpoint(path, map_location="cpu").eval()
+    module = module_from(ckpt, path)
     max_len = module.mcfg.max_len
     ids = [enc.encode(t)[:max_len] for t in args["text"]]
+    for t, x in zip(args["text"], ids):
+        unknown = enc.unknown_words(t)
+        if unknown:
+            print(f"attnexp maps: {len(unknown)} word(s) of {t[:40]!r} are not in the vocabulary and became [UNK]: "
+                  f"{', '.join(unknown[:10])}{' ...' if len(unknown) > 10 else ''}", file=sys.stderr)
     probe = Probe(ids, [enc.decode(x) for x in ids])
     w = attention_maps(module.model, probe, pad_id=enc.pad_id)
-    out = Path(args.get("out") or path.parent.parent / "maps" / f"custom_{path.stem}")
+    out = Path(args["out"]) if args.get("out") else free_folder(path.parent.parent / "maps" / f"custom_{path.stem}")
+    if args.get("out") and out.is_dir() and any(out.iterdir()):
+        raise ConfigError(f"out={str(out)!r} already holds files; give a new folder (or leave out= out: "
+                          f"<run>/maps/custom_<checkpoint>[-N])")
     out.mkdir(parents=True, exist_ok=True)
     n = int(args.get("max_tokens", 64))
     save_snapshot(out, "maps", w, probe, stats.head_stats(w, probe.lengths), path.name, n)

@@ -58,12 +58,13 @@ def attention_maps(model, probe: Probe, pad_id: int) -> np.ndarray:
 def save_snapshot(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, head_stats: dict, title: str,
                   max_tokens: int, scores: np.ndarray | None = None, **meta) -> list:
     """One snapshot of the probe set's maps, the same for the callback (epochNNN) and `attnexp maps`:
-    <stem>.npz (fp16 weights (L, B, H, T, T), tokens and lengths per example, stat_<name> (L, H),
+    <stem>.npz (fp16 weights (L, B, H, T, T), tokens (B, T) and lengths (B,), stat_<name> (L, H),
     alignment and `meta`) and a PNG grid per example, <stem>_exK.png. Returns (grid, PNG bytes) per
     example: the paletted grid doubles as a GIF frame, the bytes go to the loggers as they are."""
     extra = {**meta, **({"alignment": scores} if scores is not None else {})}
+    T = max(probe.lengths)  # tokens as a (B, T) string array padded with "": no pickled objects, np.load reads it safely
     np.savez_compressed(out_dir / f"{stem}.npz", weights=w.astype(np.float16), lengths=np.array(probe.lengths),
-                        tokens=np.array([np.array(t, dtype=object) for t in probe.tokens], dtype=object),
+                        tokens=np.array([list(t) + [""] * (T - len(t)) for t in probe.tokens], dtype=str),
                         **{f"stat_{k}": v for k, v in head_stats.items()}, **extra)
     grids = []
     note = " · (alignment score)" if scores is not None else ""

@@ -1,0 +1,64 @@
+"""How a run stops early: a signal (SIGTERM from a cluster's preemption, SIGINT from Ctrl-C) or a
+loss that stopped being a number. Each ends with a checkpoint where one is worth keeping, a
+summary saying what happened, one line on stderr, and its own exit code."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+EXIT = {"completed": 0, "failed": 1, "config_error": 2, "diverged": 3, "SIGINT": 130, "SIGTERM": 143}
+_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT"}
+
+
+class Interrupted(BaseException):
+    """A stop signal outside the training loop (data setup, testing): not an Exception, so no
+    generic `except Exception` swallows it."""
+
+    def __init__(self, signame: str):
+        super().__init__(signame)
+        self.signame = signame
+
+
+class Diverged(Exception):
+    def __init__(self, message: str):
+        super().__init__(message)
+
+
+class StopSignals:
+    """Installed for the length of a run. The first SIGTERM or SIGINT during fit asks Lightning to
+    stop after the current step (its own SIGTERM path, `received_sigterm`; after the validation pass
+    when one is running), so the checkpoint holds a consistent state; outside fit, or at a second
+    signal, it raises `Interrupted` at once."""
+
+    def __init__(self):
+        self.received: str | None = None
+        self.pending = False  # a signal that waits for the validation pass in progress (guards.SignalGate)
+        self.trainer = None  # set while the trainer fits or tests
+        self._previous: dict = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in _NAMES:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
+        return False
+
+    def _handle(self, signum, frame):
+        first = self.received is None
+        self.received = self.received or _NAMES[signum]
+        t = self.trainer
+        if first and t is not None:
+            last = t.training and t.fit_loop.epoch_loop.batch_progress.is_last_batch
+            if t.validating or t.sanity_checking or last:  # a validation pass is running or next: stop once it is
+                t._signal_connector.received_sigterm = False  # over (Lightning's own handler, which ran first on
+                self.pending = True  # SIGTERM, would cut it short)
+            else:
+                t._signal_connector.received_sigterm = True  # Lightning raises SIGTERMException after this step
+            return
+        raise Interrupted(self.received)
