@@ -95,6 +95,7 @@ def train_cli(argv: list[str]) -> int:
             print(f"attnexp: config error: {problem}", file=sys.stderr)
             return EXIT["config_error"]
     failures: list[str] = []
+    sweep_dir: list[str] = []  # set by the first job of a sweep
 
     def say_stopped(summary: dict, out: Path) -> None:
         again = [o for o in overrides if not o.startswith(("resume=", "hydra.run.dir=", "hydra.sweep.dir="))]
@@ -108,11 +109,12 @@ def train_cli(argv: list[str]) -> int:
         hc = HydraConfig.get()
         out = Path(hc.runtime.output_dir)
         sweep = hc.mode == RunMode.MULTIRUN
+        if sweep and not sweep_dir:
+            sweep_dir.append(str(Path(hc.sweep.dir).resolve()))
         try:
             run = load_run(cfg)  # before the slow Lightning import
         except ConfigError as e:
-            choices, ovr, sweep_dir = hydra_context()
-            write_json(out / "summary.json", error_record(out, "config_error", str(e), choices, ovr, sweep_dir))
+            write_json(out / "summary.json", error_record(out, "config_error", str(e), *hydra_context()))
             if not sweep:
                 print(f"attnexp: config error: {e}", file=sys.stderr)
                 raise SystemExit(EXIT["config_error"])
@@ -141,6 +143,9 @@ def train_cli(argv: list[str]) -> int:
             log.exception("run %s failed", out)
             failures.append(f"{out.name}: {type(e).__name__}: {e}")
             return None
+        from attnexp.console import report
+
+        print(report(summary), flush=True)
         if summary["status"] == "interrupted":  # a stop signal ends a sweep too: the next job would be killed as well
             say_stopped(summary, out)
             raise SystemExit(EXIT[summary.get("signal") or "SIGTERM"])
@@ -153,6 +158,8 @@ def train_cli(argv: list[str]) -> int:
 
     sys.argv = ["attnexp train", *argv]
     task()
+    if multirun and sweep_dir:
+        print(f"attnexp: compare the sweep's runs: python -m attnexp compare {shlex.quote(sweep_dir[0])}", flush=True)
     if failures:
         print(f"attnexp: {len(failures)} run(s) of the sweep failed (see their summary.json):", file=sys.stderr)
         for f in failures:

@@ -81,7 +81,10 @@ class MapsConfig:
     every_n_epochs: int = 1
     n_examples: int = 4  # probe set: the first N validation examples...
     texts: list[str] = field(default_factory=list)  # ...or these texts, encoded by the data's tokenizer
-    max_tokens: int = 64  # PNG grids and the HTML viewer show at most this many tokens (the .npz keeps all)
+    max_tokens: int = 64  # PNG grids show at most this many tokens a side (the .npz keeps all)
+    viewer_tokens: int = 128  # the viewer's heat maps at most this many (its text view shows every token)
+    long: str = "blocks"  # longer sequences: blocks (pool neighbouring tokens, the whole map) | first (crop)
+    scale: str = "row"  # colour: row (weight / its row's max) | head (/ the head's max) | log | linear (0..1)
     images_to_logger: bool = True  # PNG grids to TensorBoard / wandb (stats are always logged)
     animation: bool = True  # maps/evolution_exK.gif at the end of training
     html: bool = True  # maps/viewer.html at the end of training
@@ -92,9 +95,10 @@ class CheckpointConfig:
     monitor: str = "val/loss"  # the metric that picks `best-epochNN.ckpt` (and the checkpoint `test` uses)
     mode: str = "auto"  # auto | min | max  (auto: max for acc/f1/align, min for loss/ppl)
     every_n_steps: int | None = None  # also write checkpoints/step-NNNNNNN.ckpt every N optimizer steps (the latest kept)
+    patience: int | None = None  # stop early when `monitor` has not improved for this many validations
 
 
-ALIGN_BEST = "align/best"  # the best head's alignment score on a synthetic task, logged by the map callback
+ALIGN_BEST = "align/best"  # the best head's alignment score where the data knows the right attention (map callback)
 
 
 def stage_metrics(task_name: str) -> tuple[str, ...]:
@@ -141,11 +145,12 @@ class TrainerConfig:
         return {**out, **self.extra}
 
 
-def monitored_metrics(t: TaskConfig, data_name: str, maps_enabled: bool) -> list[str]:
+def monitored_metrics(t: TaskConfig, aligned: bool, maps_enabled: bool) -> list[str]:
     """What a run logs at the end of every validation, so `checkpoint.monitor` can be checked up front
-    (train/* epoch values arrive after the checkpoint is taken, so they are not offered)."""
+    (train/* epoch values arrive after the checkpoint is taken, so they are not offered). `aligned`:
+    the data knows where each answer's attention must go (synthetic tasks, the toy agreement task)."""
     names = [f"val/{m}" for m in stage_metrics(t.name)]
-    if data_name == "synthetic" and maps_enabled:
+    if aligned and maps_enabled:
         names.append(ALIGN_BEST)
     return names
 
@@ -162,13 +167,17 @@ def resolve_checkpoint(c: CheckpointConfig, logged: list[str]) -> CheckpointConf
     mode = c.mode if c.mode != "auto" else ("max" if higher_is_better(c.monitor) else "min")
     check(c.every_n_steps is None or c.every_n_steps >= 1,
           f"checkpoint.every_n_steps={c.every_n_steps} must be >= 1 (or null: checkpoints at epoch ends only)")
-    return CheckpointConfig(monitor=c.monitor, mode=mode, every_n_steps=c.every_n_steps)
+    check(c.patience is None or c.patience >= 1, f"checkpoint.patience={c.patience} must be >= 1 (or null: no early stopping)")
+    return CheckpointConfig(monitor=c.monitor, mode=mode, every_n_steps=c.every_n_steps, patience=c.patience)
 
 
 def validate_maps(m: MapsConfig) -> None:
     check(m.every_n_epochs >= 1, f"maps.every_n_epochs={m.every_n_epochs} must be >= 1")
     check(m.n_examples >= 1, f"maps.n_examples={m.n_examples} must be >= 1")
     check(m.max_tokens >= 2, f"maps.max_tokens={m.max_tokens} must be >= 2")
+    check(m.viewer_tokens >= 2, f"maps.viewer_tokens={m.viewer_tokens} must be >= 2")
+    one_of(m.long, ("blocks", "first"), "maps.long")
+    one_of(m.scale, ("row", "head", "log", "linear"), "maps.scale")
 
 
 _KINDS = {  # the type names used in our dataclasses' annotations -> (accepts, what the message asks for)

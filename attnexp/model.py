@@ -30,8 +30,9 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(m.d_model, m.ff_dim), nn.GELU(), nn.Linear(m.ff_dim, m.d_model))
         self.drop = nn.Dropout(m.dropout)
 
-    def forward(self, x_BTD, mask: MaskSpec, need_weights: bool = False):
-        y, w = self.attn(self.ln1(x_BTD), mask, need_weights)
+    def forward(self, x_BTD, mask: MaskSpec, need_weights: bool = False, head_mask_H: Tensor | None = None):
+        kw = {} if head_mask_H is None else {"head_mask_H": head_mask_H}  # the fused family takes one (ablations)
+        y, w = self.attn(self.ln1(x_BTD), mask, need_weights, **kw)
         x_BTD = x_BTD + self.drop(y)
         return x_BTD + self.drop(self.mlp(self.ln2(x_BTD))), w
 
@@ -68,7 +69,9 @@ class Transformer(nn.Module):
             if getattr(mod, "bias", None) is not None:
                 nn.init.zeros_(mod.bias)
 
-    def forward(self, input_ids_BT: Tensor, pad_mask_BT: Tensor | None = None, need_weights: bool = False) -> ModelOutput:
+    def forward(self, input_ids_BT: Tensor, pad_mask_BT: Tensor | None = None, need_weights: bool = False,
+                head_mask_LH: Tensor | None = None) -> ModelOutput:
+        """head_mask_LH: 1 keeps a head, 0 silences it (its output is zeroed before the output projection)."""
         B, T = input_ids_BT.shape
         if T > self.m.max_len:
             raise ValueError(f"sequence length {T} exceeds model.max_len={self.m.max_len}")
@@ -79,8 +82,8 @@ class Transformer(nn.Module):
             x = x + self.pos_emb(torch.arange(T, device=x.device))
         x = self.drop(x)
         maps = []
-        for block in self.blocks:
-            x, w = block(x, mask, need_weights)
+        for i, block in enumerate(self.blocks):
+            x, w = block(x, mask, need_weights, None if head_mask_LH is None else head_mask_LH[i])
             maps.append(w)
         x = self.ln_f(x)
         logits = self.head(x) if self.head_kind == "lm" else self.head(self.pool(x, pad_mask_BT))

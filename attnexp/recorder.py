@@ -78,7 +78,12 @@ class RunRecorder(L.Callback):
         return {"history": self.history, "final_val": self.final_val, "tokens": self.token_count(),
                 "fit_s": self.fit_seconds(), "rng": rng_state(), "resumed_from": self.resumed_from}
 
+    def setup(self, trainer, pl_module, stage):
+        self._stage = stage  # runs before a checkpoint is restored
+
     def load_state_dict(self, state: dict) -> None:
+        if getattr(self, "_stage", "fit") != "fit":  # trainer.test(ckpt_path=best) restores callbacks too
+            return
         self.history, self.final_val = state["history"], state["final_val"]
         self.tokens_before, self.fit_s_before = state["tokens"], state["fit_s"]
         self.resumed_from = state["resumed_from"] + self.resumed_from

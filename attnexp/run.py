@@ -98,7 +98,7 @@ def load_run(cfg: DictConfig) -> Run:
     maps = from_dict(MapsConfig, section(cfg, "maps"), "maps")
     validate_maps(maps)
     ckpt = from_dict(CheckpointConfig, section(cfg, "checkpoint"), "checkpoint")
-    ckpt = resolve_checkpoint(ckpt, monitored_metrics(t, data.name, maps.enabled))
+    ckpt = resolve_checkpoint(ckpt, monitored_metrics(t, data.aligned(t), maps.enabled))
     choices, overrides, sweep = hydra_context()
     resolved = {k: section(cfg, k) if OmegaConf.is_config(cfg[k]) else cfg[k] for k in cfg if k != "hydra"}
     top = from_dict(TopLevel, {k: cfg.get(k) for k in ("seed", "resume", "test")}, "")

@@ -19,11 +19,13 @@ import lightning as L
 import torch
 from hydra.utils import instantiate
 from lightning.fabric.plugins import TorchCheckpointIO
-from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
+from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint
+from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from omegaconf import OmegaConf
 
 from attnexp import checkpoints
 from attnexp.config import ConfigError, check
+from attnexp.console import EpochLines, bar_safe_logging, interactive
 from attnexp.data import build_datamodule
 from attnexp.guards import DivergenceGuard, SignalGate
 from attnexp.lit import AttnexpModule
@@ -57,6 +59,7 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=".*`training_step` returned `None`.*")  # optim.nonfinite=skip, on purpose
     warnings.filterwarnings("ignore", message=".*Checkpoint directory .* exists and is not empty.*")  # a resumed run's own
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropAdverts())
+    bar_safe_logging()
     # Under Hydra the root logger already prints (and writes the job's .log): Lightning's own
     # console handlers would print every line twice.
     if logging.getLogger().handlers:
@@ -157,14 +160,22 @@ def _train(run: Run, stops: StopSignals, callbacks: Sequence[L.Callback]) -> dic
     if run.optim.nonfinite == "stop":
         on_cpu = training_on_cpu(run.trainer) or not torch.cuda.is_available()
         ours.append(DivergenceGuard(ckpt_dir, every=1 if on_cpu else (run.trainer.log_every_n_steps or 50)))
+    if run.checkpoint.patience:
+        ours.append(EarlyStopping(monitor=run.checkpoint.monitor, mode=run.checkpoint.mode, patience=run.checkpoint.patience))
+    bar = run.trainer.enable_progress_bar is not False and interactive()  # a bar only where someone watches it
+    if not bar:
+        ours.append(EpochLines())
     maps = AttentionMaps(run.maps, out) if run.maps.enabled else None
     callbacks = [*ours, *([maps] if maps else []), *callbacks, *(instantiate(c) for c in run.callbacks.values())]
     loggers = [instantiate(lg) for lg in run.loggers.values()]
     if loggers:
         callbacks.append(LearningRateMonitor(logging_interval="step"))
+    for lg in loggers:  # the whole config: TensorBoard's hparams.yaml, wandb's run config
+        lg.log_hyperparams(run.config)
 
     try:
-        trainer = instantiate({**run.trainer.kwargs(), "precision": resolve_precision(run)}, callbacks=callbacks,
+        trainer = instantiate({**run.trainer.kwargs(), "precision": resolve_precision(run), "enable_progress_bar": bar},
+                              callbacks=callbacks,
                               logger=loggers or False, default_root_dir=str(out), plugins=[AtomicCheckpointIO()],
                               _convert_="partial")
     except Exception as e:  # Hydra wraps Lightning's MisconfigurationException: keep its whole sentence
@@ -173,25 +184,77 @@ def _train(run: Run, stops: StopSignals, callbacks: Sequence[L.Callback]) -> dic
     stops.trainer = trainer
     try:
         trainer.fit(module, datamodule=dm, ckpt_path=str(resume) if resume else None, weights_only=True)
+        record_early_stop(recorder, trainer)  # before trainer.test restores the callbacks from the best checkpoint
         if run.test and not trainer.fast_dev_run:
             results = trainer.test(module, datamodule=dm, ckpt_path=checkpoint.best_model_path or None, verbose=False,
                                    weights_only=True)
             recorder.test_metrics = results[0] if results else {}
+        return _finished(recorder, trainer, maps, out, status="completed", run=run)
     except BaseException:
         if recorder.status in ("interrupted", "diverged"):  # on_exception saved and recorded it: an outcome, not a bug
             return _finished(recorder, trainer, maps, out)
         raise
     finally:
         stops.trainer = None
-    return _finished(recorder, trainer, maps, out, status="completed")
+        close_loggers(loggers, recorder.status)
 
 
-def _finished(recorder: RunRecorder, trainer, maps, out: Path, status: str | None = None) -> dict:
+def close_loggers(loggers: list, status: str) -> None:
+    """A wandb run ends with its job: the next job of a sweep (Hydra's basic launcher runs them in
+    one process) gets a run of its own instead of writing into this one; a run that did not
+    complete is marked failed."""
+    for lg in loggers:
+        if isinstance(lg, WandbLogger) and lg._experiment is not None:
+            lg.experiment.finish(exit_code=0 if status == "completed" else 1)
+
+
+def hparams_record(run: Run, summary: dict) -> tuple[dict, dict]:
+    """TensorBoard's HPARAMS tab: the settings runs are compared by (the main ones and every
+    override) and the final metrics, under hp/ so the curves of the same names stay untouched."""
+    c = run.config
+    params = {"attention": c["attention"], "model": c["model"], "task": summary["task"], "optim": c["optim"],
+              "data": {k: c["data"].get(k) for k in ("name", "max_len", "batch_size", "kind", "remove")},
+              "trainer": {"max_epochs": run.trainer.max_epochs}, "seed": run.seed}
+    flat = {}
+
+    def walk(d, prefix=""):
+        for k, v in d.items():
+            if isinstance(v, dict):
+                walk(v, f"{prefix}{k}.")
+            else:
+                flat[f"{prefix}{k}"] = v if isinstance(v, (int, float, str, bool)) else str(v)
+
+    walk(params)
+    for o in run.overrides or []:
+        key, _, value = o.lstrip("+~").partition("=")
+        flat.setdefault(key, value)
+    m = summary["metrics"]
+    metrics = {f"hp/{k}": v for k, v in {**m["final"], **m["test"]}.items()}
+    if m.get("best"):
+        metrics["hp/best"] = m["best"]["value"]
+    return flat, {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
+
+
+def record_early_stop(recorder: RunRecorder, trainer) -> None:
+    es = next((c for c in trainer.callbacks if isinstance(c, EarlyStopping)), None)
+    if es is not None and "early_stopping" not in recorder.extra:
+        recorder.extra["early_stopping"] = {"monitor": es.monitor, "patience": es.patience,
+                                            "stopped_epoch": es.stopped_epoch or None}
+
+
+def _finished(recorder: RunRecorder, trainer, maps, out: Path, status: str | None = None, run: Run | None = None) -> dict:
     if maps:
         recorder.extra["attention_maps"] = {"dir": str(out / "maps"), "alignment": maps.last_alignment}
+    record_early_stop(recorder, trainer)
     if status is None:  # stopped early: on_exception wrote the status; write it again with the map section
         import json
 
         prev = json.loads((out / "summary.json").read_text())
         return recorder.write(trainer, prev["status"], error=prev.get("error"))
-    return recorder.write(trainer, status)
+    summary = recorder.write(trainer, status)
+    if run is not None and summary:
+        params, metrics = hparams_record(run, summary)
+        for lg in trainer.loggers:
+            if isinstance(lg, TensorBoardLogger):
+                lg.log_hyperparams(params, metrics, step=trainer.global_step)
+    return summary

@@ -34,3 +34,16 @@ def run_of(overrides: list[str], out_dir="unused"):
     from attnexp.run import load_run
 
     return load_run(compose(overrides, out_dir))
+
+
+@pytest.fixture(autouse=True)
+def _restore_root_logging():
+    """`main(["train", ...])` in-process lets Hydra point the root logger at this test's captured
+    stdout; the next test would log into a closed file."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)

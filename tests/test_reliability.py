@@ -64,6 +64,7 @@ def test_resumed_run_equals_the_uninterrupted_one(uninterrupted, stop_at, tmp_pa
     assert cut["status"] == "interrupted" and cut["signal"] == "SIGTERM" and cut["steps"] == stop_at
     assert Path(cut["resume_checkpoint"]).name == "interrupted.ckpt"
     assert strict_json(tmp_path / "summary.json")["status"] == "interrupted"
+    assert (tmp_path / "maps" / "viewer.html").is_file() and (tmp_path / "maps" / "evolution_ex0.gif").is_file()
 
     done = train(run_of([*QUICK, "resume=auto"], tmp_path))
     assert done["status"] == "completed" and done["resumed_from"] == [cut["resume_checkpoint"]]

@@ -47,6 +47,9 @@ class ToyDataConfig:
     num_workers: int = 0  # the toy data is tiny: worker start-up would cost more than it saves
     bucket: bool = False
 
+    def aligned(self, task: TaskConfig) -> bool:  # the grammar knows each verb's subject
+        return self.corpus is None and task.name == "classify"
+
     def validate(self, task: TaskConfig) -> None:
         check(0 < self.val_fraction < 1, f"data.val_fraction={self.val_fraction} must be in (0, 1)")
         check(self.min_freq >= 1, f"data.min_freq={self.min_freq} must be >= 1")
@@ -78,6 +81,9 @@ class NewsgroupsDataConfig:
     bucket: bool = True  # batch posts of similar length together
     num_workers: int = 0
     cache_dir: str = "${oc.env:XDG_CACHE_HOME,${oc.env:HOME}/.cache}/attnexp"
+
+    def aligned(self, task: TaskConfig) -> bool:
+        return False
 
     def validate(self, task: TaskConfig) -> None:
         check(self.source in ("auto", "local", "hub", "sklearn"),
@@ -112,6 +118,9 @@ class SyntheticDataConfig:
     batch_size: int = 64
     num_workers: int = 0
     bucket: bool = False
+
+    def aligned(self, task: TaskConfig) -> bool:
+        return True
 
     def needed_len(self) -> int:
         return 2 * self.length + (4 if self.kind == "recall" else 3)

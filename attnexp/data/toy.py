@@ -18,15 +18,15 @@ class ToyDataModule(TokenDataModule):
         super().__init__(cfg, task, causal, seed)
         self.pad_id, self.mask_id, self.first_word_id = PAD, MASK, len(SPECIALS)
 
-    def load_sentences(self) -> list[tuple[list[str], int]]:
+    def load_sentences(self) -> list[grammar.Sentence]:
         cfg = self.cfg
-        if cfg.corpus is None:
-            return grammar.corpus(cfg.n_sentences, cfg.seed)
+        if cfg.corpus is None:  # classification: the subject's number, in past-tense sentences (no verb tells it)
+            return grammar.corpus(cfg.n_sentences, cfg.seed, past=self.task.name == "classify")
         text = Path(cfg.corpus).read_text(encoding="utf-8", errors="replace")
         sents, span = [], cfg.max_len - 2
         for line in text.splitlines():
             ws = words(line, cfg.lowercase)
-            sents += [(ws[i: i + span], 0) for i in range(0, len(ws), span)]
+            sents += [grammar.Sentence(ws[i: i + span], False, -1, -1) for i in range(0, len(ws), span)]
         if len(sents) < 10:
             raise ConfigError(f"data.corpus={cfg.corpus!r} has {len(sents)} non-empty lines; give at least 10")
         return sents
@@ -35,15 +35,20 @@ class ToyDataModule(TokenDataModule):
         if self.splits:
             return  # idempotent: train.py calls it before building the model, Lightning again later
         sents = self.load_sentences()
-        train_ids, val_ids = disjoint_split([" ".join(ws) for ws, _ in sents], self.cfg.val_fraction, self.cfg.seed)
-        self.vocab = Vocab.build([sents[i][0] for i in train_ids], self.cfg.min_freq)
+        train_ids, val_ids = disjoint_split([" ".join(s.words) for s in sents], self.cfg.val_fraction, self.cfg.seed)
+        self.vocab = Vocab.build([sents[i].words for i in train_ids], self.cfg.min_freq)
         self.vocab_size = len(self.vocab)
         self.encoder = TextEncoder("words", self.vocab.itos, self.cfg.lowercase, self.cfg.max_len)
         self.num_classes = 2 if self.cfg.corpus is None else None
 
+        classify = self.task.name == "classify"
+
         def item(i):
-            ws, label = sents[i]
-            return {"input_ids": self.encoder.encode_words(ws), "label": label, "idx": i}
+            s = sents[i]
+            it = {"input_ids": self.encoder.encode_words(s.words), "label": int(s.plural), "idx": i}
+            if classify and 0 <= s.subject < self.cfg.max_len - 2:  # where the pooled [BOS] must look: the subject
+                it["align"] = [(0, s.subject + 1)]
+            return it
 
         self.splits = {"train": [item(i) for i in train_ids], "val": [item(i) for i in val_ids]}
 

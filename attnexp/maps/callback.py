@@ -14,7 +14,8 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from attnexp.config import ALIGN_BEST, MapsConfig
 from attnexp.maps import render, stats
-from attnexp.maps.html import write_viewer
+from attnexp.maps.html import Viewer
+from attnexp.maps.view import is_signed
 from attnexp.maps.probe import Probe, attention_maps, probe_from, save_snapshot
 
 
@@ -23,29 +24,31 @@ class AttentionMaps(L.Callback):
         self.cfg, self.dir = cfg, Path(out_dir) / "maps"
         self.probe: Probe | None = None
         self.frames: dict[int, list] = {}  # example -> GIF frame per snapshot
-        self.history: list[tuple[int, np.ndarray]] = []  # (epoch, maps cropped for the viewer)
+        self.viewer: Viewer | None = None  # viewer.html's data, added to at every snapshot
+        self.shape: tuple[int, int] = (0, 0)  # layers, heads
         self.last_alignment: dict | None = None
         self._resumed_epochs: list[int] = []
 
     def setup(self, trainer, pl_module, stage):
+        self._stage = stage  # runs before a checkpoint is restored
         if self.probe is None and trainer.datamodule is not None:
             self.probe = probe_from(trainer.datamodule, self.cfg.texts, self.cfg.n_examples)
 
     # A resumed run picks up the snapshots of its earlier part from <run>/maps/, so the viewer and
     # the GIFs cover the whole run; only the list of epochs travels in the checkpoint.
     def state_dict(self) -> dict:
-        return {"epochs": [e for e, _ in self.history], "last_alignment": self.last_alignment}
+        return {"epochs": self.viewer.epochs if self.viewer else [], "last_alignment": self.last_alignment}
 
     def load_state_dict(self, state: dict) -> None:
-        self._resumed_epochs, self.last_alignment = state["epochs"], state["last_alignment"]
+        if getattr(self, "_stage", "fit") == "fit":  # not trainer.test(ckpt_path=best)'s restore
+            self._resumed_epochs, self.last_alignment = state["epochs"], state["last_alignment"]
 
     def on_fit_start(self, trainer, pl_module):
-        n = self.cfg.max_tokens
         for epoch in self._resumed_epochs:
             npz = self.dir / f"epoch{epoch:03d}.npz"
             if not npz.is_file():
                 continue
-            self.history.append((epoch, np.load(npz, allow_pickle=False)["weights"][:, :, :, :n, :n].astype(np.float32)))
+            self._add_to_viewer(epoch, np.load(npz, allow_pickle=False)["weights"])
             if self.cfg.animation:
                 for b in range(len(self.probe.tokens)):
                     png = self.dir / f"epoch{epoch:03d}_ex{b}.png"
@@ -69,23 +72,22 @@ class AttentionMaps(L.Callback):
             # in callback_metrics, so checkpoint.monitor=align/best works
             pl_module.log(ALIGN_BEST, float(scores.max()), on_epoch=True)
         for lg in trainer.loggers:  # straight to the loggers: ~50 scalars through self.log cost ~20 ms an epoch
-            lg.log_metrics(scalars, step=trainer.global_step)
+            lg.log_metrics(scalars, step=logger_step(trainer))
         self.save(trainer, w, s, scores)
 
     @rank_zero_only
     def save(self, trainer, w: np.ndarray, s: dict, scores) -> None:
         epoch, step = trainer.current_epoch, trainer.global_step
         self.dir.mkdir(parents=True, exist_ok=True)
-        n = self.cfg.max_tokens
-        grids = save_snapshot(self.dir, f"epoch{epoch:03d}", w, self.probe, s, f"epoch {epoch} (step {step})", n,
+        grids = save_snapshot(self.dir, f"epoch{epoch:03d}", w, self.probe, s, f"epoch {epoch} (step {step})", self.cfg,
                               scores, epoch=epoch, step=step)
-        self.history.append((epoch, w[:, :, :, :n, :n].copy()))
+        self._add_to_viewer(epoch, w)
         for b, (img, png) in enumerate(grids):
             if self.cfg.animation:
                 self.frames.setdefault(b, []).append(img)
             if self.cfg.images_to_logger:
-                log_image(trainer, f"attention_maps/example{b}", img, png, step)
-        log_stats_table(trainer, s, step)
+                log_image(trainer, f"attention_maps/example{b}", img, png, logger_step(trainer))
+        log_stats_table(trainer, s, logger_step(trainer))
 
     def on_fit_end(self, trainer, pl_module):
         self.finish(trainer)
@@ -97,9 +99,22 @@ class AttentionMaps(L.Callback):
     def finish(self, trainer):
         for b, frames in self.frames.items():
             render.gif(frames, self.dir / f"evolution_ex{b}.gif")
-        if self.cfg.html and self.history:
-            write_viewer(self.dir / "viewer.html", self.history, self.probe.tokens, self.cfg.max_tokens,
-                         title=str(Path(trainer.default_root_dir).name))
+        if self.cfg.html and self.viewer is not None and self.viewer.epochs:
+            self.viewer.write(self.dir / "viewer.html", str(Path(trainer.default_root_dir).name), self.cfg.scale, *self.shape)
+
+    def _add_to_viewer(self, epoch: int, w: np.ndarray) -> None:
+        if not self.cfg.html:
+            return
+        if self.viewer is None:  # signed or not is the variant's, fixed by the first snapshot
+            self.viewer = Viewer(self.probe.tokens, self.cfg.viewer_tokens, self.cfg.long, signed=is_signed(w))
+            self.shape = (w.shape[0], w.shape[2])
+        self.viewer.add(epoch, w)
+
+
+def logger_step(trainer) -> int:
+    """The step Lightning writes this validation's metrics at (one less than global_step at the
+    end of an epoch), so the maps land on the same step as val/loss in TensorBoard and wandb."""
+    return trainer.fit_loop.epoch_loop._batches_that_stepped
 
 
 def log_image(trainer, key: str, img, png: bytes, step: int) -> None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from attnexp.config import ConfigError
+from attnexp.config import ConfigError, MapsConfig, from_dict, validate_maps
 
-USAGE = 'usage: python -m attnexp maps ckpt=PATH text="some text" [text="more"] [out=DIR] [max_tokens=64]'
+USAGE = ('usage: python -m attnexp maps ckpt=PATH text="some text" [text="more"] [out=DIR] [max_tokens=64] '
+         '[scale=row|head|log|linear] [long=blocks|first]')
 
 
 def parse(argv: list[str]) -> dict:
@@ -18,7 +19,7 @@ def parse(argv: list[str]) -> dict:
         raise SystemExit(0)
     for a in argv:
         key, sep, value = a.partition("=")
-        if not sep or key not in ("ckpt", "text", "out", "max_tokens"):
+        if not sep or key not in ("ckpt", "text", "out", "max_tokens", "scale", "long"):
             raise ConfigError(f"cannot read {a!r}; {USAGE}")
         if key == "text":
             args["text"].append(value)
@@ -103,9 +104,15 @@ def _maps(args: dict) -> int:
         raise ConfigError(f"out={str(out)!r} already holds files; give a new folder (or leave out= out: "
                           f"<run>/maps/custom_<checkpoint>[-N])")
     out.mkdir(parents=True, exist_ok=True)
-    n = int(args.get("max_tokens", 64))
-    save_snapshot(out, "maps", w, probe, stats.head_stats(w, probe.lengths), path.name, n)
-    write_viewer(out / "viewer.html", [(int(ckpt.get("epoch", 0)), w)], probe.tokens, n, title=path.name)
+    try:
+        view = from_dict(MapsConfig, {k: int(v) if k == "max_tokens" else v for k, v in args.items()
+                                      if k in ("max_tokens", "scale", "long")}, "")
+        validate_maps(view)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    save_snapshot(out, "maps", w, probe, stats.head_stats(w, probe.lengths), path.name, view)
+    write_viewer(out / "viewer.html", [(int(ckpt.get("epoch", 0)), w)], probe.tokens, view.viewer_tokens,
+                 title=path.name, long=view.long, scale=view.scale)
     print(f"maps of {len(ids)} text(s) from {path} -> {out}/ (maps_ex0.png ..., maps.npz, viewer.html)")
     return 0
 

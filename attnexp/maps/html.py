@@ -1,33 +1,91 @@
-"""A self-contained HTML viewer (no network, no external script): pick epoch, layer, head and
-example; the map is drawn on a canvas with token labels, hover shows the weight.
+"""A self-contained HTML viewer (no network, no external script): pick the epoch, the layer, the
+head (or every head of a layer at once) and the example; the colour scale and its legend; hover
+for the tokens and the weight. A text view shows the whole sequence, however long: hovering a
+token highlights the keys it attends to most (the top `K` at full resolution). Heat maps longer
+than `viewer_tokens` are pooled into blocks, as in the PNG grids, and say so.
 
-Maps are embedded as base64 uint8 (weight * 255), cropped to maps.max_tokens per example."""
+The weights travel log-quantized (1 byte: 0, or 1e-6..1 in 254 steps of 2.4%; signed maps
+linearly around a per-map scale) and deflate-compressed in base64; the page inflates them with
+the browser's DecompressionStream."""
 
 from __future__ import annotations
 
 import base64
 import html
 import json
+import zlib
 from pathlib import Path
 
 import numpy as np
 
+from attnexp.maps.view import SCALES, fit, is_signed
+
 TEMPLATE = Path(__file__).with_name("viewer.html")
+K = 8  # keys kept per query row for the text view
 
 
-def write_viewer(path: Path, history: list[tuple[int, np.ndarray]], tokens: list[list[str]], max_tokens: int,
-                 title: str) -> None:
-    """history: (epoch, maps (L, B, H, T, T)) per snapshot; tokens: per example. Both are cropped
-    to the first `max_tokens` tokens here."""
-    history = [(e, w[..., :max_tokens, :max_tokens]) for e, w in history]
-    L, B, H = history[0][1].shape[:3]
-    data = {
-        "title": title, "layers": L, "heads": H, "T": history[0][1].shape[-1],
-        "epochs": [e for e, _ in history],
-        "tokens": [t[:max_tokens] for t in tokens],
-        "maps": [base64.b64encode(np.clip(np.rint(w * 255), 0, 255).astype(np.uint8).tobytes()).decode()
-                 for _, w in history],
-    }
-    page = TEMPLATE.read_text().replace("__TITLE__", html.escape(title)).replace(
-        "__DATA__", json.dumps(data).replace("</", "<\\/"))
-    path.write_text(page, encoding="utf-8")
+def quantize(w: np.ndarray, signed: bool, scale: float = 1.0) -> np.ndarray:
+    if signed:
+        return np.clip(np.rint(127.5 + 127.5 * w / max(scale, 1e-12)), 0, 255).astype(np.uint8)
+    q = 1 + np.rint(254 * (np.log10(np.maximum(w, 1e-12)) + 6) / 6)
+    return np.where(w > 1e-6, np.clip(q, 1, 255), 0).astype(np.uint8)
+
+
+def pack(a: np.ndarray) -> str:
+    return base64.b64encode(zlib.compress(np.ascontiguousarray(a).tobytes(), 6)).decode()
+
+
+class Viewer:
+    """The viewer's data, built one snapshot at a time (only the compact form is kept: the heat maps
+    at most `viewer_tokens` a side and the top-K keys of every query), written at the end."""
+
+    def __init__(self, tokens: list[list[str]], viewer_tokens: int, long: str = "blocks", signed: bool = False):
+        self.tokens, self.viewer_tokens, self.long, self.signed = tokens, viewer_tokens, long, signed
+        self.epochs: list[int] = []
+        self.heat: list[str] = []
+        self.top_i: list[str] = []
+        self.top_w: list[str] = []
+        self.spans: list[list[float]] = []
+        self.examples = []
+        for toks in tokens:
+            labels, note = fit(np.zeros((len(toks), len(toks))), toks, viewer_tokens, long)[1:]
+            self.examples.append({"tokens": toks, "labels": labels, "note": note, "m": len(labels)})
+
+    def add(self, epoch: int, w: np.ndarray) -> None:
+        """w: (L, B, H, T, T) weights of one snapshot."""
+        hs, ti, tw, sc = [], [], [], []
+        for b, toks in enumerate(self.tokens):
+            n = len(toks)
+            full = w[:, b, :, :n, :n].astype(np.float32)
+            pooled = fit(full, toks, self.viewer_tokens, self.long)[0]  # (L, H, m, m)
+            k = min(K, n)
+            idx = np.argsort(-np.abs(full), axis=-1)[..., :k]  # (L, H, n, k)
+            top = np.take_along_axis(full, idx, -1)
+            m = float(np.abs(full).max()) if self.signed else 1.0
+            sc.append(m)
+            hs.append(quantize(pooled, self.signed, m).ravel())
+            ti.append(np.pad(idx, [(0, 0)] * 3 + [(0, K - k)]).astype(np.uint16).ravel())
+            tw.append(np.pad(quantize(top, self.signed, m), [(0, 0)] * 3 + [(0, K - k)]).ravel())
+        self.epochs.append(epoch)
+        self.heat.append(pack(np.concatenate(hs)))
+        self.top_i.append(pack(np.concatenate(ti)))
+        self.top_w.append(pack(np.concatenate(tw)))
+        self.spans.append(sc)
+
+    def write(self, path: Path, title: str, scale: str = "row", layers: int = 0, heads: int = 0) -> None:
+        data = {"title": title, "layers": layers, "heads": heads, "epochs": self.epochs, "examples": self.examples,
+                "signed": self.signed, "spans": self.spans, "K": K, "scales": SCALES, "scale": scale,
+                "heat": self.heat, "top_i": self.top_i, "top_w": self.top_w}
+        page = TEMPLATE.read_text().replace("__TITLE__", html.escape(title)).replace(
+            "__DATA__", json.dumps(data).replace("</", "<\\/"))
+        path.write_text(page, encoding="utf-8")
+
+
+def write_viewer(path: Path, history: list[tuple[int, np.ndarray]], tokens: list[list[str]], viewer_tokens: int,
+                 title: str, long: str = "blocks", scale: str = "row") -> None:
+    """history: (epoch, maps (L, B, H, T, T)) per snapshot; tokens: per example (their real length)."""
+    v = Viewer(tokens, viewer_tokens, long, signed=any(is_signed(w) for _, w in history))
+    for epoch, w in history:
+        v.add(epoch, w)
+    L, _, H = history[0][1].shape[:3]
+    v.write(path, title, scale, L, H)

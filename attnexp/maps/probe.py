@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from attnexp.config import MapsConfig
 from attnexp.data.collate import pad
 from attnexp.maps import render
 
@@ -35,7 +36,7 @@ def probe_from(dm, texts: list[str], n_examples: int) -> Probe:
         return Probe(ids, [dm.decode(x) for x in ids])
     items = dm.splits["val"][:n_examples]
     ids = [list(it["input_ids"]) for it in items]
-    targets = [list(map(tuple, it["align"])) for it in items] if items and "align" in items[0] else []
+    targets = [list(map(tuple, it.get("align", []))) for it in items] if any("align" in it for it in items) else []
     return Probe(ids, [dm.decode(x) for x in ids], targets)
 
 
@@ -56,7 +57,7 @@ def attention_maps(model, probe: Probe, pad_id: int) -> np.ndarray:
 
 
 def save_snapshot(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, head_stats: dict, title: str,
-                  max_tokens: int, scores: np.ndarray | None = None, **meta) -> list:
+                  view: MapsConfig, scores: np.ndarray | None = None, **meta) -> list:
     """One snapshot of the probe set's maps, the same for the callback (epochNNN) and `attnexp maps`:
     <stem>.npz (fp16 weights (L, B, H, T, T), tokens (B, T) and lengths (B,), stat_<name> (L, H),
     alignment and `meta`) and a PNG grid per example, <stem>_exK.png. Returns (grid, PNG bytes) per
@@ -69,7 +70,8 @@ def save_snapshot(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, head_st
     grids = []
     note = " · (alignment score)" if scores is not None else ""
     for b, toks in enumerate(probe.tokens):
-        img = render.quantize(render.grid(w[:, b], toks, f"{title} · example {b}{note}", max_tokens, head_scores=scores))
+        img = render.quantize(render.grid(w[:, b], toks, f"{title} · example {b}{note}", view.max_tokens,
+                                          head_scores=scores, scale=view.scale, long=view.long))
         png = render.to_png(img)
         (out_dir / f"{stem}_ex{b}.png").write_bytes(png)
         grids.append((img, png))

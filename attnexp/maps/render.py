@@ -2,8 +2,9 @@
 
 Not matplotlib figures: a figure costs ~0.9 s to lay out and encode, which at 4 examples a
 epoch made map logging cost more than the default run's training. This draws a grid in ~20 ms.
-Colours: viridis (0 = dark purple, 1 = yellow). Grids are quantized to one fixed palette
-(`quantize`), which makes the PNGs ~3x faster to write and doubles as the GIF frames."""
+The colour scale and the treatment of long sequences are maps.view's; the legend is on the
+picture. Grids are quantized to one fixed palette (`quantize`), which makes the PNGs ~3x faster
+to write and doubles as the GIF frames."""
 
 from __future__ import annotations
 
@@ -13,22 +14,10 @@ from functools import lru_cache
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from attnexp.maps.view import LUT, SCALES, colours, fit, is_signed, scaled
+
 MAX_LABELS = 48  # beyond this many tokens, label every k-th so the labels stay readable
-BG, INK = (255, 255, 255), (30, 30, 30)
-
-
-# matplotlib's viridis at 17 evenly spaced points; interpolated to 256 it is within 5/255 of the
-# full table, and the training process never imports matplotlib for it (~0.15 s).
-VIRIDIS_17 = [[68, 1, 84], [72, 24, 106], [71, 45, 123], [66, 64, 134], [59, 82, 139], [51, 99, 141], [44, 114, 142],
-              [38, 130, 142], [33, 145, 140], [31, 160, 136], [40, 174, 128], [63, 188, 115], [94, 201, 98],
-              [132, 212, 75], [173, 220, 48], [216, 226, 25], [253, 231, 37]]
-
-
-@lru_cache(maxsize=None)
-def _lut() -> np.ndarray:
-    anchors = np.array(VIRIDIS_17, dtype=float)
-    x, xp = np.linspace(0, 1, 256), np.linspace(0, 1, len(anchors))
-    return np.stack([np.interp(x, xp, anchors[:, c]) for c in range(3)], 1).round().astype(np.uint8)
+BG, INK, GREY = (255, 255, 255), (30, 30, 30), (90, 90, 90)
 
 
 @lru_cache(maxsize=None)
@@ -39,49 +28,61 @@ def _font(size: int):
         return ImageFont.load_default()
 
 
-def crop(tokens: list[str], max_tokens: int) -> tuple[int, str]:
-    """How many tokens to show, and a note saying what was left out."""
-    n = min(len(tokens), max_tokens)
-    return n, ("" if n == len(tokens) else f" (first {n} of {len(tokens)} tokens shown)")
+def heat(v_TT: np.ndarray, px: int, signed: bool) -> Image.Image:
+    return Image.fromarray(colours(v_TT, signed)).resize((v_TT.shape[1] * px, v_TT.shape[0] * px), Image.NEAREST)
 
 
-def heat(w_TT: np.ndarray, px: int) -> Image.Image:
-    rgb = _lut()[np.clip(np.rint(w_TT * 255), 0, 255).astype(np.uint8)]
-    return Image.fromarray(rgb).resize((w_TT.shape[1] * px, w_TT.shape[0] * px), Image.NEAREST)
-
-
-def grid(w_LHTT: np.ndarray, tokens: list[str], title: str, max_tokens: int = 64, head_scores=None) -> Image.Image:
+def grid(w_LHTT: np.ndarray, tokens: list[str], title: str, max_tokens: int = 64, head_scores=None,
+         scale: str = "row", long: str = "blocks") -> Image.Image:
     """One example: a row per layer, a column per head; queries down, keys across."""
     L, H = w_LHTT.shape[:2]
-    n, note = crop(tokens, max_tokens)
-    base, lay = _canvas(tuple(t[:12] for t in tokens[:n]), L, H, f"{note}")
+    n = len(tokens)
+    w, labels, note = fit(w_LHTT, tokens, max_tokens, long)
+    signed = is_signed(w)
+    legend = f"colour: {SCALES[scale]}" + (" (signed: blue < 0 < red)" if signed else "") + (f"; {note}" if note else "")
+    if head_scores is None and not signed:  # a head's mean row entropy tells a uniform head from a sharp one
+        p = np.clip(w_LHTT[..., :n, :n], 1e-12, 1)
+        entropy = -(w_LHTT[..., :n, :n] * np.log(p)).sum(-1).mean(-1)  # (L, H), nats
+        legend += f"; ent: mean row entropy in nats (uniform over {n} tokens: {np.log(n):.1f})"
+    base, lay = _canvas(tuple(t[:12] for t in labels), L, H, legend, signed)
     img = base.copy()  # token labels are the slow part and never change: drawn once per probe example
     d = ImageDraw.Draw(img)
-    d.text((8, 6), f"{title}{note}{lay['sub']}", fill=INK, font=_font(12))
+    d.text((8, 6), f"{title}{lay['sub']}", fill=INK, font=_font(12))
+    img.info["maps"] = []  # (layer, head, x, y, side) of every map, for tests and tools
     for layer in range(L):
+        v = scaled(w[layer], scale, signed)
         for head in range(H):
             x0, y0 = lay["origin"](layer, head)
-            name = f"L{layer} H{head}" + (f"  {head_scores[layer, head]:.2f}" if head_scores is not None else "")
+            img.info["maps"].append((layer, head, x0, y0, len(labels) * lay["px"]))
+            name = f"L{layer} H{head}" + (f"  {head_scores[layer, head]:.2f}" if head_scores is not None else
+                                          "" if signed else f"  ent {entropy[layer, head]:.1f}")
             d.text((x0, y0 - 15), name, fill=INK, font=lay["small"])
-            img.paste(heat(w_LHTT[layer, head, :n, :n], lay["px"]), (x0, y0))
+            img.paste(heat(v[head], lay["px"], signed), (x0, y0))
     return img
 
 
 @lru_cache(maxsize=64)
-def _canvas(labels: tuple[str, ...], L: int, H: int, note: str):
+def _canvas(labels: tuple[str, ...], L: int, H: int, legend: str, signed: bool):
     n = len(labels)
     px = max(3, min(16, 320 // n))
     side, step = n * px, max(1, -(-n // MAX_LABELS))
     small = _font(max(8, min(11, px + 2)))
     margin = max(int(small.getlength(t)) for t in labels) + 8
-    gap, top = 10, 40
+    gap, top = 10, 46
 
     def origin(layer, head):
         return margin + head * (side + gap), top + layer * (side + 18 + gap) + 16
 
-    img = Image.new("RGB", (margin + H * (side + gap), top + L * (side + 18 + gap) + margin), BG)
+    text = f"rows: queries, columns: keys; {legend}"
+    width = max(margin + H * (side + gap), int(small.getlength(text)) + 150)
+    img = Image.new("RGB", (width, top + L * (side + 18 + gap) + margin), BG)
     d = ImageDraw.Draw(img)
-    d.text((8, 22), "rows: queries, columns: keys; colour: weight 0 (purple) .. 1 (yellow)", fill=(90, 90, 90), font=small)
+    bar = LUT[signed][np.linspace(0, 255, 100).astype(int)][None].repeat(9, 0)  # the legend's colour bar
+    low = "-1" if signed else "0"
+    x = 8 + int(small.getlength(low)) + 4
+    d.text((8, 23), low, fill=GREY, font=small)
+    img.paste(Image.fromarray(bar), (x, 25))
+    d.text((x + 104, 23), f"1    {text}", fill=GREY, font=small)
     for layer in range(L):
         for head in range(H):
             x0, y0 = origin(layer, head)
@@ -91,7 +92,7 @@ def _canvas(labels: tuple[str, ...], L: int, H: int, note: str):
             if layer == L - 1:  # key labels below, rotated
                 for i in range(0, n, step):
                     _vertical(img, labels[i], x0 + i * px + px // 2, y0 + side + 4, small)
-    sub = f"; every {step}th token labelled" if step > 1 else ""
+    sub = f"; one label in {step} shown" if step > 1 else ""
     return img, {"origin": origin, "px": px, "small": small, "sub": sub}
 
 
@@ -112,12 +113,12 @@ def to_png(img: Image.Image) -> bytes:
 
 @lru_cache(maxsize=None)
 def _palette() -> Image.Image:
-    """One fixed palette for every frame: 224 viridis steps and 32 greys (text, background).
-    Quantizing each frame adaptively cost ~0.2 s per GIF; this costs ~0.03 s."""
-    lut = _lut()[np.linspace(0, 255, 224).astype(int)]
+    """One fixed palette for every frame: 112 viridis and 112 blue-white-red steps, and 32 greys
+    (text, background). Quantizing each frame adaptively cost ~0.2 s per GIF; this costs ~0.03 s."""
+    steps = np.linspace(0, 255, 112).astype(int)
     greys = np.repeat(np.linspace(0, 255, 32).astype(np.uint8)[:, None], 3, axis=1)
     pal = Image.new("P", (1, 1))
-    pal.putpalette(np.concatenate([lut, greys]).flatten().tolist())
+    pal.putpalette(np.concatenate([LUT[False][steps], LUT[True][steps], greys]).flatten().tolist())
     return pal
 
 

@@ -1,0 +1,52 @@
+"""Reads an offline wandb run's log (`run-<id>.wandb`), which wandb 0.31 offers no reader for:
+a 7-byte header, then LevelDB-style records (crc 4, length 2, type 1, data) in 32 KiB blocks,
+each a `wandb_internal_pb2.Record`. Test helper only."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+BLOCK, HEADER = 32768, 7
+FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
+
+
+def records(path: Path):
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    data = Path(path).read_bytes()
+    assert data[:4] == b":W&B", f"{path} is not a wandb log"
+    pos, chunks = HEADER, b""
+    while pos + HEADER <= len(data):
+        left = BLOCK - pos % BLOCK
+        if left < HEADER:  # block trailer padding
+            pos += left
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos:pos + HEADER])
+        payload = data[pos + HEADER:pos + HEADER + length]
+        pos += HEADER + length
+        if kind == 0 and length == 0:
+            continue
+        chunks = payload if kind in (FULL, FIRST) else chunks + payload
+        if kind in (FULL, LAST):
+            r = pb.Record()
+            r.ParseFromString(chunks)
+            yield r
+
+
+def summary(path: Path) -> dict:
+    """What the run holds: its config keys and values, group, job type, tags, exit code, history keys."""
+    out = {"config": {}, "group": None, "job_type": None, "tags": [], "exit_code": None, "history": set()}
+    for r in records(path):
+        kind = r.WhichOneof("record_type")
+        if kind == "run":
+            out["group"], out["job_type"], out["tags"] = r.run.run_group, r.run.job_type, list(r.run.tags)
+            out["config"].update({u.key: json.loads(u.value_json) for u in r.run.config.update})
+        elif kind == "config":
+            out["config"].update({u.key: json.loads(u.value_json) for u in r.config.update})
+        elif kind == "history":
+            out["history"] |= {i.key or "/".join(i.nested_key) for i in r.history.item}
+        elif kind == "exit":
+            out["exit_code"] = r.exit.exit_code
+    return out
