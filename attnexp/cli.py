@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import sys
+from datetime import datetime
 from pathlib import Path
 
 USAGE = """usage: python -m attnexp <command> [args]
@@ -50,6 +52,9 @@ def register_schemas() -> None:
         cs.store(name=f"{name}_schema", node=node)
     for data_name, node in SCHEMAS.items():
         cs.store(name=f"data_{data_name}_schema", node=node)
+    from hydra_plugins.attnexp_optuna_sweeper import register
+
+    register()
 
 
 def compose(overrides: list[str], out_dir: str | Path = "unused"):
@@ -86,6 +91,8 @@ def train_cli(argv: list[str]) -> int:
     from attnexp.stops import EXIT, Interrupted
     from attnexp.summary import error_record, write_json
 
+    from attnexp.sweeps import SWEPT_ENV, sweep_dirname_overrides, swept_keys
+
     register_schemas()
     multirun = any(a in ("-m", "--multirun") for a in argv)
     overrides = [a for a in argv if not a.startswith("-")]
@@ -94,8 +101,21 @@ def train_cli(argv: list[str]) -> int:
         if problem:
             print(f"attnexp: config error: {problem}", file=sys.stderr)
             return EXIT["config_error"]
-    failures: list[str] = []
-    sweep_dir: list[str] = []  # set by the first job of a sweep
+    # Lightning re-runs this command line for each extra DDP process (sys.argv, which Hydra needs
+    # without the subcommand): this tells `python -m attnexp <overrides>` that it is a train.
+    os.environ["ATTNEXP_SUBCOMMAND"] = "train"
+    if multirun:
+        os.environ[SWEPT_ENV] = ",".join(swept_keys(overrides))
+        parallel = parallel_jobs(overrides)
+        if parallel:
+            os.environ["ATTNEXP_PARALLEL"] = str(parallel)
+        argv = [*argv, *sweep_dirname_overrides(overrides)]
+    sweep_root = None
+    if multirun:  # named here, not by Hydra, so this process knows it when the jobs ran elsewhere (submitit)
+        given = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.sweep.dir=")]
+        sweep_root = Path(given[0] if given else f"multirun/{datetime.now():%Y-%m-%d/%H-%M-%S}").resolve()
+        if not given:
+            argv = [*argv, f"hydra.sweep.dir={sweep_root}"]
 
     def say_stopped(summary: dict, out: Path) -> None:
         again = [o for o in overrides if not o.startswith(("resume=", "hydra.run.dir=", "hydra.sweep.dir="))]
@@ -109,8 +129,6 @@ def train_cli(argv: list[str]) -> int:
         hc = HydraConfig.get()
         out = Path(hc.runtime.output_dir)
         sweep = hc.mode == RunMode.MULTIRUN
-        if sweep and not sweep_dir:
-            sweep_dir.append(str(Path(hc.sweep.dir).resolve()))
         try:
             run = load_run(cfg)  # before the slow Lightning import
         except ConfigError as e:
@@ -119,7 +137,6 @@ def train_cli(argv: list[str]) -> int:
                 print(f"attnexp: config error: {e}", file=sys.stderr)
                 raise SystemExit(EXIT["config_error"])
             log.error("config error in %s: %s", out, e)
-            failures.append(f"{out.name}: {e}")
             return None
         done = previous_result(run)
         if done is not None:  # resume=auto on a finished job of a re-launched sweep: nothing to redo
@@ -132,7 +149,7 @@ def train_cli(argv: list[str]) -> int:
             if not sweep:
                 print(f"attnexp: config error: {e}", file=sys.stderr)
                 raise SystemExit(EXIT["config_error"]) from None
-            failures.append(f"{out.name}: {e}")
+            log.error("config error in %s: %s", out, e)
             return None
         except Interrupted as e:
             print(f"attnexp: stopped by {e.signame} before training started in {out}", file=sys.stderr)
@@ -141,7 +158,8 @@ def train_cli(argv: list[str]) -> int:
             if not sweep:
                 raise
             log.exception("run %s failed", out)
-            failures.append(f"{out.name}: {type(e).__name__}: {e}")
+            return None
+        if summary is None:  # another rank of a distributed run: rank 0 reports
             return None
         from attnexp.console import report
 
@@ -153,19 +171,58 @@ def train_cli(argv: list[str]) -> int:
             print(f"attnexp: diverged in {out}: {summary['error']}", file=sys.stderr)
             if not sweep:
                 raise SystemExit(EXIT["diverged"])
-            failures.append(f"{out.name}: diverged")
-        return objective(summary)
+        return objective(summary)  # pruned, diverged: None
 
     sys.argv = ["attnexp train", *argv]
     task()
-    if multirun and sweep_dir:
-        print(f"attnexp: compare the sweep's runs: python -m attnexp compare {shlex.quote(sweep_dir[0])}", flush=True)
+    return finish_sweep(sweep_root) if sweep_root else 0
+
+
+def finish_sweep(root: Path) -> int:
+    """The sweep's table (results.md, .csv) and its failures, read from the jobs' summary.json
+    files: the jobs may have run in other processes (submitit). A job folder without a summary
+    (its process died before writing one) counts as failed."""
+    import json
+
+    from attnexp.compare import CompareError, write_sweep_table
+
+    failures = []
+    for job in sorted(p.parent for p in root.glob("*/.hydra")):
+        try:
+            s = json.loads((job / "summary.json").read_text())
+        except (OSError, ValueError):
+            failures.append(f"{job.name}: no summary.json (its process died)")
+            continue
+        if s.get("status") in ("failed", "diverged", "config_error"):
+            failures.append(f"{job.name}: {s['status']}: {s.get('error') or ''}")
+    try:
+        table = write_sweep_table(root)
+        print(f"attnexp: the sweep's runs side by side: {table}; a report: python -m attnexp compare "
+              f"{shlex.quote(str(root))} report={shlex.quote(str(root))}/report.html", flush=True)
+    except CompareError:
+        pass
     if failures:
         print(f"attnexp: {len(failures)} run(s) of the sweep failed (see their summary.json):", file=sys.stderr)
         for f in failures:
             print(f"  {f}", file=sys.stderr)
         return EXIT["failed"]
     return 0
+
+
+def parallel_jobs(overrides: list[str]) -> int | None:
+    """How many jobs a launcher that runs them side by side on this machine (submitit_local) starts
+    at once: the sweep's jobs, or the Optuna sweeper's n_jobs. None for one at a time."""
+    from attnexp.overrides import compose_checked, sweep_jobs
+
+    try:
+        jobs = sweep_jobs(overrides)
+        cfg = compose_checked([o for o in overrides if "," not in o.partition("=")[2] or o.startswith("hydra")])
+    except Exception:
+        return None
+    if "LocalLauncher" not in str(cfg.hydra.launcher.get("_target_", "")):
+        return None
+    n_jobs = cfg.hydra.sweeper.get("n_jobs")
+    return int(n_jobs) if n_jobs else len(jobs)
 
 
 def objective(summary: dict) -> float | None:
@@ -214,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     cmd, rest = argv[0], argv[1:]
     if cmd == "train":
         return train_cli(rest)
+    if os.environ.get("ATTNEXP_SUBCOMMAND") == "train" and "=" in cmd:  # a DDP child Lightning started
+        return train_cli(argv)
     if cmd == "variants":
         return variants_cli(rest)
     if cmd == "maps":

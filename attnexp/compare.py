@@ -1,14 +1,16 @@
-"""`python -m attnexp compare DIR...`: the runs under some folders side by side, one row each, from
-their summary.json files: the settings that differ between them, status, the best checkpoint's
-score, test metrics, time and throughput. Reads JSON only (no torch import), so it answers at once.
-
-TensorBoard and wandb already draw the curves of many runs together; this is the table a sweep
-ends with, in the terminal or pasted into a note."""
+"""`python -m attnexp compare DIR...`: the runs under some folders side by side, from their
+summary.json files. One row a run: the settings that differ between them, status, the best
+checkpoint's score, test metrics, time and throughput. Where runs differ only in `seed`, one row a
+group instead: each metric's mean, standard deviation, n and 95% interval over the seeds, the best
+group marked and, for every other group, whether its difference from the best is within noise
+(Welch's t-test over seeds, p > 0.05). `report=PATH.html` draws the same as a self-contained page
+(attnexp.report). Reads JSON only (no torch import), so it answers at once."""
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import socket
 import sys
@@ -16,18 +18,26 @@ from pathlib import Path
 
 from attnexp.config import higher_is_better  # no torch import there either
 
-USAGE = """usage: python -m attnexp compare [DIR ...] [sort=KEY] [csv=PATH]
+USAGE = """usage: python -m attnexp compare [DIR ...] [sort=KEY] [csv=PATH] [md=PATH] [report=PATH.html]
 
-  DIR       folders holding runs (a multirun/<date>/<time> sweep, outputs/, one run); every
-            summary.json below them is read. Default: the newest sweep under ./multirun.
-  sort=KEY  order rows by a column: best (the default, each run's checkpoint.monitor, best
-            first), a metric such as test/acc or val/loss, or time, tokens/s, run
-  csv=PATH  also write the table as CSV
+  DIR          folders holding runs (a multirun/<date>/<time> sweep, outputs/, one run); every
+               summary.json below them is read. Default: the newest sweep under ./multirun.
+  sort=KEY     order rows by a column: best (the default, each run's checkpoint.monitor, best
+               first), a metric such as test/acc or val/loss, or time, tokens/s, run
+  csv=PATH     also write the table as CSV (md=PATH: as Markdown)
+  report=PATH  a self-contained HTML report: the table, curves with seed bands, quality against
+               throughput and memory, per-head statistics, links to every run's viewer
+
+Runs that differ only in `seed` are grouped: mean, std, n and a 95% interval over seeds; the best
+group is marked, and `vs best` gives Welch's t-test p over seeds ("~" when p > 0.05: within noise).
 
 example:
-  python -m attnexp train -m attention=causal,bidirectional model.n_layers=2,4
-  python -m attnexp compare                 # the four runs of that sweep
+  python -m attnexp train -m attention=causal,alibi,linear seed=0,1,2
+  python -m attnexp compare report=report.html   # 3 groups of 3 seeds
 """
+IGNORED = ("seed", "resume")  # settings that do not make a run another experiment
+RUN_METRICS = ("best", "time", "tokens/s", "memory MB")
+
 
 class CompareError(ValueError):
     pass
@@ -89,22 +99,59 @@ def status_of(s: dict) -> str:
     return "running" + at
 
 
+def peak_mb(s: dict) -> float | None:
+    mem = s.get("peak_memory") or {}
+    return mem.get("cuda_max_allocated_mb") or mem.get("cpu_max_rss_mb")
+
+
+class Table:
+    """The runs read from summary.json files, what differs between them, and their groups."""
+
+    def __init__(self, summaries: list[tuple[Path, dict]]):
+        self.runs = summaries
+        sets = [settings(s) for _, s in summaries]
+        keys = sorted({k for st in sets for k in st})
+        self.varying = [k for k in keys if len({st.get(k) for st in sets}) > 1] or (keys if len(sets) == 1 else [])
+        self.sets = sets
+        dirs = [p.parent for p, _ in summaries]
+        self.root = Path(os.path.commonpath(dirs)) if len(dirs) > 1 else dirs[0].parent
+        self.test_keys = sorted({k for _, s in summaries for k in ((s.get("metrics") or {}).get("test") or {})})
+        monitors = {((s.get("metrics") or {}).get("best") or {}).get("monitor") for _, s in summaries} - {None}
+        self.monitor = monitors.pop() if len(monitors) == 1 else None
+        self.group_keys = [k for k in self.varying if k not in IGNORED]
+
+    def name(self, path: Path) -> str:
+        return str(path.parent.relative_to(self.root)) if path.parent != self.root else path.parent.name
+
+    def groups(self) -> list[tuple[dict, list[int]]]:
+        """(settings, run indices) for every distinct setting of the group keys, in first-seen order."""
+        out: dict[tuple, list[int]] = {}
+        for i, st in enumerate(self.sets):
+            out.setdefault(tuple(st.get(k, "") for k in self.group_keys), []).append(i)
+        return [(dict(zip(self.group_keys, key)), idx) for key, idx in out.items()]
+
+    def grouped(self) -> bool:
+        return any(len(idx) > 1 for _, idx in self.groups())
+
+
+def value(s: dict, key: str) -> float | None:
+    m = s.get("metrics") or {}
+    v = {"best": (m.get("best") or {}).get("value"), "time": s.get("train_time_s"), "tokens/s": s.get("tokens_per_s"),
+         "memory MB": peak_mb(s)}.get(key, (m.get("test") or {}).get(key))
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+
 def rows_of(summaries: list[tuple[Path, dict]]) -> tuple[list[str], list[dict]]:
-    sets = [settings(s) for _, s in summaries]
-    keys = sorted({k for st in sets for k in st})
-    varying = [k for k in keys if len({st.get(k) for st in sets}) > 1] or (keys if len(sets) == 1 else [])
-    test_keys = sorted({k for _, s in summaries for k in ((s.get("metrics") or {}).get("test") or {})})
-    dirs = [p.parent for p, _ in summaries]
-    root = Path(os.path.commonpath(dirs)) if len(dirs) > 1 else dirs[0].parent
+    """One row a run."""
+    t = Table(summaries)
     rows = []
-    for (path, s), st in zip(summaries, sets):
-        name = str(path.parent.relative_to(root))  # runs named by where they differ
+    for (path, s), st in zip(summaries, t.sets):
         m = s.get("metrics") or {}
         best = m.get("best") or {}
-        row = {"run": name, **{k: st.get(k, "") for k in varying}, "status": status_of(s)}
+        row = {"run": t.name(path), **{k: st.get(k, "") for k in t.varying}, "status": status_of(s)}
         row["best"] = f"{best['monitor']}={best['value']:.4f}" if best else ""
         row["_best"] = (best.get("value"), higher_is_better(best.get("monitor", "val/loss"))) if best else None
-        for k in test_keys:
+        for k in t.test_keys:
             v = (m.get("test") or {}).get(k)
             row[k] = f"{v:.4f}" if isinstance(v, (int, float)) else ""
         row["epochs"] = s.get("epochs", "")
@@ -114,9 +161,84 @@ def rows_of(summaries: list[tuple[Path, dict]]) -> tuple[list[str], list[dict]]:
         if s.get("status") not in (None, "completed", "running"):
             row["error"] = (s.get("error") or "")[:80]
         rows.append(row)
-    cols = ["run", *varying, "status", "best", *test_keys, "epochs", "time", "tokens/s", "params"]
+    cols = ["run", *t.varying, "status", "best", *t.test_keys, "epochs", "time", "tokens/s", "params"]
     if any("error" in r for r in rows):
         cols.append("error")
+    return cols, rows
+
+
+def t_quantile(df: int) -> float:
+    """The two-sided 95% quantile of Student's t (scipy's when it is there; a table otherwise)."""
+    try:
+        from scipy.stats import t
+
+        return float(t.ppf(0.975, df))
+    except ImportError:
+        table = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
+        return table.get(df, 1.96)
+
+
+def stats(xs: list[float]) -> dict:
+    n = len(xs)
+    if not n:
+        return {"n": 0, "mean": None, "std": None, "lo": None, "hi": None}
+    mean = sum(xs) / n
+    std = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1)) if n > 1 else 0.0
+    half = t_quantile(n - 1) * std / math.sqrt(n) if n > 1 else 0.0
+    return {"n": n, "mean": mean, "std": std, "lo": mean - half, "hi": mean + half}
+
+
+def welch_p(a: list[float], b: list[float]) -> float | None:
+    """Welch's two-sided t-test p-value (unequal variances); None below two seeds a side."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    try:
+        from scipy.stats import ttest_ind
+
+        p = ttest_ind(a, b, equal_var=False).pvalue
+        return float(p) if math.isfinite(p) else 1.0
+    except ImportError:
+        return None
+
+
+def group_rows(t: Table) -> tuple[list[str], list[dict]]:
+    """One row a group of seeds: mean ± std (n) and the 95% interval of the monitored metric, the
+    test metrics, time, throughput, memory; the best group, and p vs the best one."""
+    higher = higher_is_better(t.monitor or "val/loss")
+    rows = []
+    for st, idx in t.groups():
+        runs = [t.runs[i][1] for i in idx]
+        ok = [s for s in runs if s.get("status") == "completed"]
+        statuses = {}
+        for s in runs:
+            statuses[status_of(s).split(" (")[0]] = statuses.get(status_of(s).split(" (")[0], 0) + 1
+        row = {**st, "runs": ", ".join(f"{n} {k}" for k, n in statuses.items()), "_values": {}}
+        for key in ("best", *t.test_keys, "time", "tokens/s", "memory MB"):
+            xs = [v for s in ok if (v := value(s, key)) is not None]
+            row["_values"][key] = xs
+            row[f"_{key}"] = stats(xs)
+        rows.append(row)
+    scored = [r for r in rows if r["_best"]["n"]]
+    if scored:
+        best = (max if higher else min)(scored, key=lambda r: r["_best"]["mean"])
+        best["_is_best"] = True
+        for r in rows:
+            r["_p"] = None if r is best else welch_p(r["_values"]["best"], best["_values"]["best"])
+    label = t.monitor or "best"
+    fmt = lambda d, p=4: "" if d["mean"] is None else f"{d['mean']:.{p}f} ± {d['std']:.{p}f} ({d['n']})"
+    for r in rows:
+        b = r["_best"]
+        r[label] = fmt(b) + (" ★" if r.get("_is_best") else "")
+        r["95% interval"] = "" if b["lo"] is None or b["n"] < 2 else f"[{b['lo']:.4f}, {b['hi']:.4f}]"
+        p = r.get("_p")
+        r["vs best"] = "best" if r.get("_is_best") else "" if p is None else f"p={p:.3f}" + (" ~" if p > 0.05 else "")
+        for k in t.test_keys:
+            r[k] = fmt(r[f"_{k}"])
+        r["time"] = "" if r["_time"]["mean"] is None else f"{r['_time']['mean']:.1f}s"
+        r["tokens/s"] = "" if r["_tokens/s"]["mean"] is None else f"{r['_tokens/s']['mean']:.0f}"
+        r["memory MB"] = "" if r["_memory MB"]["mean"] is None else f"{r['_memory MB']['mean']:.0f}"
+    rows.sort(key=lambda r: (r["_best"]["mean"] is None, -(r["_best"]["mean"] or 0) if higher else (r["_best"]["mean"] or 0)))
+    cols = [*t.group_keys, "runs", label, "95% interval", "vs best", *t.test_keys, "time", "tokens/s", "memory MB"]
     return cols, rows
 
 
@@ -145,48 +267,87 @@ def markdown(cols: list[str], rows: list[dict]) -> str:
     return "\n".join([line(cols), line(["-" * w for w in width]), *(line(row) for row in cells)])
 
 
+def write_csv(path: Path, cols: list[str], rows: list[dict]) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def read(paths: list[Path]) -> list[tuple[Path, dict]]:
+    summaries, skipped = [], 0
+    for p in find_summaries(paths):
+        try:
+            s = json.loads(p.read_text())
+        except json.JSONDecodeError as e:
+            print(f"attnexp compare: skipping {p}: not valid JSON ({e})", file=sys.stderr)
+            continue
+        if s.get("status") == "config_error" and not s.get("sweep") and p not in paths:
+            skipped += 1  # a single run that never started: nothing to compare (a sweep's stay, as its grid's holes)
+            continue
+        summaries.append((p.resolve(), s))
+    if skipped:
+        print(f"attnexp compare: left out {skipped} single run(s) that stopped on a config error", file=sys.stderr)
+    if not summaries:
+        raise CompareError("none of the summary.json files could be read")
+    return summaries
+
+
+def tables(summaries: list[tuple[Path, dict]], sort: str = "best") -> tuple[Table, list[str], list[dict], list[str], list[dict]]:
+    """The per-run table (sorted) and, when seeds repeat a setting, the group table."""
+    t = Table(summaries)
+    cols, rows = rows_of(summaries)
+    if sort not in cols and sort != "best":
+        raise CompareError(f"sort={sort!r} is not a column; choose one of: {', '.join(c for c in cols if c != 'error')}")
+    rows = sort_rows(rows, sort)
+    gcols, grows = group_rows(t) if t.grouped() else ([], [])
+    return t, cols, rows, gcols, grows
+
+
+def write_sweep_table(sweep_dir: Path) -> Path:
+    """results.md and results.csv in a finished sweep's folder: the table `compare` prints."""
+    t, cols, rows, gcols, grows = tables(read([sweep_dir]))
+    text = markdown(cols, rows)
+    if grows:
+        text = markdown(gcols, grows) + "\n\n" + text
+        write_csv(sweep_dir / "results_groups.csv", gcols, grows)
+    (sweep_dir / "results.md").write_text(text + "\n")
+    write_csv(sweep_dir / "results.csv", cols, rows)
+    return sweep_dir / "results.md"
+
+
 def compare_cli(argv: list[str]) -> int:
     if any(a in ("-h", "--help", "help") for a in argv):
         print(USAGE)
         return 0
     opts, paths = {}, []
-    for a in argv:  # a run folder may hold "=" (Hydra's sweep dirs): only sort= and csv= are options
-        key, eq, value = a.partition("=")
-        if eq and key in ("sort", "csv"):
-            opts[key] = value
+    for a in argv:  # a run folder may hold "=" (Hydra's sweep dirs): only these keys are options
+        key, eq, val = a.partition("=")
+        if eq and key in ("sort", "csv", "md", "report"):
+            opts[key] = val
         else:
             paths.append(Path(a))
     try:
         paths = paths or [newest_sweep()]
-        summaries = []
-        skipped = 0
-        for p in find_summaries(paths):
-            try:
-                s = json.loads(p.read_text())
-            except json.JSONDecodeError as e:
-                print(f"attnexp compare: skipping {p}: not valid JSON ({e})", file=sys.stderr)
-                continue
-            if s.get("status") == "config_error" and not s.get("sweep") and p not in paths:
-                skipped += 1  # a single run that never started: nothing to compare (a sweep's stay, as its grid's holes)
-                continue
-            summaries.append((p, s))
-        if skipped:
-            print(f"attnexp compare: left out {skipped} single run(s) that stopped on a config error", file=sys.stderr)
-        if not summaries:
-            raise CompareError("none of the summary.json files could be read")
-        cols, rows = rows_of([(p.resolve(), s) for p, s in summaries])
-        key = opts.get("sort", "best")
-        if key not in cols and key != "best":
-            raise CompareError(f"sort={key!r} is not a column; choose one of: {', '.join(c for c in cols if c != 'error')}")
-        rows = sort_rows(rows, key)
+        summaries = read(paths)
+        t, cols, rows, gcols, grows = tables(summaries, opts.get("sort", "best"))
     except CompareError as e:
         print(f"attnexp compare: {e}", file=sys.stderr)
         return 2
+    if grows:
+        print(f"{len(grows)} groups of seeds ({t.monitor or 'best'}: mean ± std (n); vs best: Welch's t-test over "
+              f"seeds, ~ = within noise, p > 0.05)\n")
+        print(markdown(gcols, grows) + "\n")
     print(markdown(cols, rows))
     if "csv" in opts:
-        with open(opts["csv"], "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
-            w.writeheader()
-            w.writerows(rows)
+        write_csv(Path(opts["csv"]), *(gcols, grows) if grows else (cols, rows))
         print(f"\nwrote {opts['csv']}")
+    if "md" in opts:
+        Path(opts["md"]).write_text((markdown(gcols, grows) + "\n\n" if grows else "") + markdown(cols, rows) + "\n")
+        print(f"wrote {opts['md']}")
+    if "report" in opts:
+        from attnexp.report import write_report
+
+        write_report(Path(opts["report"]), t, cols, rows, gcols, grows)
+        print(f"wrote {opts['report']}")
     return 0

@@ -31,7 +31,7 @@ class EpochLines(L.Callback):
         self.t0, self.epoch = None, None
 
     def _line(self, trainer):
-        if self.epoch is None:
+        if self.epoch is None or not trainer.is_global_zero:
             return
         m = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith(("train/", "val/", "align/best"))}
         shown = " · ".join(f"{k} {v:.4g}" for k, v in sorted(m.items()) if k != "train/loss")

@@ -9,7 +9,7 @@ from pathlib import Path
 import lightning as L
 import torch
 
-from attnexp.stops import Diverged, StopSignals
+from attnexp.stops import Diverged, Pruned, StopSignals
 
 
 class SignalGate(L.Callback):
@@ -78,3 +78,19 @@ class DivergenceGuard(L.Callback):
 def last_good(ckpt_dir: Path) -> str:
     found = sorted(Path(ckpt_dir).glob("*.ckpt"), key=lambda p: p.stat().st_mtime)
     return f"Last good checkpoint: {found[-1]}" if found else "No checkpoint was written before it."
+
+
+class OptunaPruning(L.Callback):
+    """Reports `monitor` to an Optuna trial after every validation and stops the run when the
+    study's pruner says this trial is worse than the others were at the same epoch."""
+
+    def __init__(self, trial, monitor: str):
+        self.trial, self.monitor = trial, monitor
+
+    def on_validation_end(self, trainer, pl_module):
+        value = trainer.callback_metrics.get(self.monitor)
+        if trainer.sanity_checking or value is None:
+            return
+        self.trial.report(float(value), step=trainer.current_epoch)
+        if self.trial.should_prune():
+            raise Pruned(f"pruned by Optuna after epoch {trainer.current_epoch} ({self.monitor} {float(value):.4g})")

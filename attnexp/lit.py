@@ -36,7 +36,7 @@ class AttnexpModule(L.LightningModule):
         # The training epoch's running metrics travel in checkpoints, so an epoch resumed halfway
         # reports what the uninterrupted epoch would have (validation and test finish within a pass).
         self.metrics["train_"].persistent(True)
-        self._loss_sums: dict[str, tuple] = {}  # stage -> (sum of loss * batch size on the device, examples)
+        self._loss_sums: dict[str, tuple] = {}  # stage -> (sum of loss * targets, targets), on the device
         self.schedule_steps: int | None = None  # the schedule's length, kept when a run resumes
         self.skipped = self._skips_in_a_row = 0  # optim.nonfinite=skip
 
@@ -72,10 +72,11 @@ class AttnexpModule(L.LightningModule):
             metrics["acc"].update(logits.detach().flatten(0, 1), labels.flatten())
             if "ppl" in metrics:
                 metrics["ppl"].update(logits.detach().float(), labels)
-        # for the epoch mean, weighted by batch size: a device tensor and a host count, no sync
-        B = batch["input_ids"].shape[0]
+        # For the epoch mean over every target (token, or sequence when classifying), whatever the
+        # batching (a DDP rank's shard, a resumed epoch): sums on the device, no host sync.
+        count = labels.numel() if self.classify else (labels != IGNORE).sum()
         weighted, n = self._loss_sums.get(stage, (0.0, 0))
-        self._loss_sums[stage] = (loss.detach().float() * B + weighted, n + B)
+        self._loss_sums[stage] = (loss.detach().float() * count + weighted, n + count)
         return loss
 
     def log_epoch_metrics(self, stage: str) -> None:
@@ -86,8 +87,12 @@ class AttnexpModule(L.LightningModule):
         values = {f"{stage}/{k}": v for k, v in metrics.compute().items()}
         metrics.reset()
         weighted, n = self._loss_sums.pop(stage, (0.0, 0))
-        if n:
-            values[f"{stage}/loss" if stage != "train" else "train/loss_epoch"] = weighted / n
+        total = torch.stack([torch.as_tensor(weighted, dtype=torch.float32, device=self.device),
+                             torch.as_tensor(n, dtype=torch.float32, device=self.device)])
+        if self.trainer.world_size > 1:  # every rank saw its own shard: sum the sums, then divide
+            total = self.trainer.strategy.reduce(total, reduce_op="sum")
+        if not isinstance(n, int) or n:
+            values[f"{stage}/loss" if stage != "train" else "train/loss_epoch"] = total[0] / total[1].clamp_min(1)
         self.log_dict(values, prog_bar=stage != "train")
 
     def on_train_epoch_end(self):
@@ -128,14 +133,15 @@ class AttnexpModule(L.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        sums = {k: [float(w), n] for k, (w, n) in self._loss_sums.items() if k == "train"}
+        sums = {k: [float(w), float(n)] for k, (w, n) in self._loss_sums.items() if k == "train"}
         checkpoint["attnexp"] = {"schedule_steps": self.schedule_steps, "train_loss_sum": sums, "skipped": self.skipped}
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         state = checkpoint.get("attnexp", {})
         self.schedule_steps = state.get("schedule_steps")
         self.skipped = state.get("skipped", 0)
-        self._loss_sums.update({k: (torch.tensor(w, device=self.device), n) for k, (w, n) in state.get("train_loss_sum", {}).items()})
+        self._loss_sums.update({k: (torch.tensor(w, device=self.device), torch.tensor(n, device=self.device))
+                                for k, (w, n) in state.get("train_loss_sum", {}).items()})
 
 
 def adamw_warmup_cosine(parameters, o: OptimConfig, total_steps: int, fused: bool = False):

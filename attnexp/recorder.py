@@ -19,7 +19,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from attnexp.stops import Diverged, Interrupted, StopSignals
+from attnexp.stops import Diverged, Interrupted, Pruned, StopSignals
 from attnexp.summary import head, versions, write_json
 
 
@@ -90,7 +90,9 @@ class RunRecorder(L.Callback):
         self._rng = state["rng"]
 
     def token_count(self) -> int:
-        return self.tokens_before + (int(self.tokens) if self.tokens is not None else 0)
+        return self.tokens_before + (int(self.tokens) if self.tokens is not None else 0) * self.world
+
+    world = 1  # processes training on shards of the data: each counts its own tokens (an even share of the total)
 
     def fit_seconds(self) -> float:
         if self.t_fit0 is None:
@@ -99,6 +101,7 @@ class RunRecorder(L.Callback):
 
     # -- hooks ------------------------------------------------------------------------------------
     def on_train_start(self, trainer, pl_module):
+        self.world = trainer.world_size
         if self._rng is not None:  # after the sanity check, right where the interrupted run stopped
             set_rng_state(self._rng)
             self._rng = None
@@ -138,10 +141,12 @@ class RunRecorder(L.Callback):
             path = self._save(trainer, "interrupted.ckpt") if not isinstance(exception, Interrupted) else None
         elif isinstance(exception, Diverged):
             status, error, path = "diverged", str(exception), None
+        elif isinstance(exception, Pruned):
+            status, error, path = "pruned", str(exception), None
         else:
             status, error = "failed", f"{type(exception).__name__}: {exception}"
             path = self._save(trainer, "on_exception.ckpt")
-        if path is None and status != "diverged":
+        if path is None and status not in ("diverged", "pruned"):
             from attnexp.checkpoints import newest
 
             path = newest(self.out_dir)

@@ -39,6 +39,7 @@ class Run:
     overrides: list[str] | None  # the command line's overrides, as Hydra received them
     sweep_dir: str | None  # the multirun's folder when this run is one job of a sweep
     config: dict[str, Any]  # the whole config, resolved: config_resolved.yaml, the loggers' hyperparameters
+    threads: int | None = None  # CPU intra-op threads (None: automatic, see train.thread_count)
 
 
 @dataclass
@@ -46,6 +47,7 @@ class TopLevel:  # conf/config.yaml's own keys
     seed: int
     resume: str | None
     test: bool
+    threads: int | None
 
 
 def section(cfg: DictConfig, key: str) -> dict:
@@ -101,8 +103,9 @@ def load_run(cfg: DictConfig) -> Run:
     ckpt = resolve_checkpoint(ckpt, monitored_metrics(t, data.aligned(t), maps.enabled))
     choices, overrides, sweep = hydra_context()
     resolved = {k: section(cfg, k) if OmegaConf.is_config(cfg[k]) else cfg[k] for k in cfg if k != "hydra"}
-    top = from_dict(TopLevel, {k: cfg.get(k) for k in ("seed", "resume", "test")}, "")
+    top = from_dict(TopLevel, {k: cfg.get(k) for k in ("seed", "resume", "test", "threads")}, "")
+    check(top.threads is None or top.threads >= 1, f"threads={top.threads} must be >= 1 (or null: automatic)")
     return Run(a, m, resolve_task(t, a), o, data, trainer, top.seed, resume, top.test,
                maps, ckpt, loggers=section(cfg, "logger"), callbacks=section(cfg, "callbacks"),
                out_dir=Path(cfg.paths.output_dir), choices=choices, overrides=overrides, sweep_dir=sweep,
-               config=resolved)
+               config=resolved, threads=top.threads)

@@ -7,8 +7,9 @@ from __future__ import annotations
 import signal
 import threading
 
-EXIT = {"completed": 0, "failed": 1, "config_error": 2, "diverged": 3, "SIGINT": 130, "SIGTERM": 143}
-_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT"}
+EXIT = {"completed": 0, "failed": 1, "config_error": 2, "diverged": 3, "SIGINT": 130, "SIGTERM": 143, "SIGUSR2": 140}
+# SIGUSR2: what SLURM sends through submitit before a job's time limit or at its preemption
+_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT", signal.SIGUSR2: "SIGUSR2"}
 
 
 class Interrupted(BaseException):
@@ -18,6 +19,10 @@ class Interrupted(BaseException):
     def __init__(self, signame: str):
         super().__init__(signame)
         self.signame = signame
+
+
+class Pruned(Exception):
+    """An Optuna trial the pruner stopped: its per-epoch value was worse than the other trials'."""
 
 
 class Diverged(Exception):
@@ -48,6 +53,14 @@ class StopSignals:
             signal.signal(sig, handler)
         self._previous = {}
         return False
+
+    def chain(self) -> None:
+        """After the run stopped cleanly, the handler installed before ours for that signal, if it
+        is a program's own (submitit's requeue on SIGUSR2): it runs as it would have, just later."""
+        sig = next((k for k, v in _NAMES.items() if v == self.received), None)
+        previous = self._previous.get(sig)
+        if callable(previous) and previous is not signal.default_int_handler:
+            previous(sig, None)
 
     def _handle(self, signum, frame):
         first = self.received is None

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from attnexp.run import Run
 
-SCHEMA = 3  # 2 added `overrides`; 3: statuses running/diverged, signal, resumed_from, pid/host, sweep, strict JSON
-STATUSES = ("running", "completed", "interrupted", "diverged", "failed", "config_error")
+SCHEMA = 3  # 2 added `overrides`; 3: statuses running/diverged/pruned, signal, resumed_from, pid/host, sweep, strict JSON
+STATUSES = ("running", "completed", "interrupted", "diverged", "pruned", "failed", "config_error")
 
 
 def strict(obj: Any) -> Any:

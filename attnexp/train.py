@@ -19,6 +19,7 @@ import lightning as L
 import torch
 from hydra.utils import instantiate
 from lightning.fabric.plugins import TorchCheckpointIO
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from omegaconf import OmegaConf
@@ -27,13 +28,14 @@ from attnexp import checkpoints
 from attnexp.config import ConfigError, check
 from attnexp.console import EpochLines, bar_safe_logging, interactive
 from attnexp.data import build_datamodule
-from attnexp.guards import DivergenceGuard, SignalGate
+from attnexp.guards import DivergenceGuard, OptunaPruning, SignalGate
 from attnexp.lit import AttnexpModule
 from attnexp.maps.callback import AttentionMaps
 from attnexp.recorder import RunRecorder
 from attnexp.run import Run, training_on_cpu
 from attnexp.stops import Interrupted, StopSignals
 from attnexp.summary import error_record, static_record, write_json
+from attnexp.sweeps import ACTIVE_TRIALS, threads, wandb_sweep_fields
 
 
 def resolve_precision(run: Run) -> str | int:
@@ -57,6 +59,8 @@ def quiet_lightning() -> None:
     # which Lightning cannot see: its warning that the loader is not resumable does not apply.
     warnings.filterwarnings("ignore", message=".*dataloader is not resumable.*")
     warnings.filterwarnings("ignore", message=".*`training_step` returned `None`.*")  # optim.nonfinite=skip, on purpose
+    # DDP: our epoch values are reduced already (torchmetrics' compute, the loss sums in lit.py)
+    warnings.filterwarnings("ignore", message=".*when logging on epoch level in distributed setting.*")
     warnings.filterwarnings("ignore", message=".*Checkpoint directory .* exists and is not empty.*")  # a resumed run's own
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropAdverts())
     bar_safe_logging()
@@ -90,6 +94,30 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             tmp.unlink(missing_ok=True)
 
 
+def active_trial():
+    """The Optuna trial this job runs for (attnexp's sweeper, jobs in this process), if any."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not ACTIVE_TRIALS or not HydraConfig.initialized():
+        return None
+    return ACTIVE_TRIALS.get(HydraConfig.get().job.num)
+
+
+def thread_count(run: Run) -> int | None:
+    """`threads=N`; else the launcher's cpus_per_task; else, for jobs run side by side on this
+    machine (the CLI says how many), their share of the cores; else torch's default."""
+    if run.threads:
+        return run.threads
+    from hydra.core.hydra_config import HydraConfig
+
+    if HydraConfig.initialized():
+        cpus = OmegaConf.select(HydraConfig.get(), "launcher.cpus_per_task")
+        if cpus:
+            return int(cpus)
+    parallel = os.environ.get("ATTNEXP_PARALLEL")
+    return threads(int(parallel)) if parallel else None
+
+
 def resume_path(run: Run) -> Path | None:
     """resume=auto: the newest checkpoint of this run's own folder (none yet: a fresh start, which
     makes `resume=auto` safe on every launch of a preemptible job); resume=PATH: that file."""
@@ -105,7 +133,10 @@ def train(run: Run, callbacks: Sequence[L.Callback] = ()) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     with StopSignals() as stops:
         try:
-            return _train(run, stops, callbacks)
+            summary = _train(run, stops, callbacks)
+            if summary and summary["status"] == "interrupted":
+                stops.chain()  # e.g. submitit's requeue, now that the checkpoint is written
+            return summary
         except (ConfigError, Interrupted, Exception) as e:
             if (out / "summary.json").is_file() and _status(out) != "running":
                 raise  # the recorder has written what happened
@@ -133,6 +164,9 @@ def _train(run: Run, stops: StopSignals, callbacks: Sequence[L.Callback]) -> dic
     quiet_lightning()
     L.seed_everything(run.seed, workers=True, verbose=False)
     torch.set_float32_matmul_precision("high")
+    n_threads = thread_count(run)
+    if n_threads:
+        torch.set_num_threads(n_threads)
 
     resume = resume_path(run)
     ckpt = checkpoints.load(resume, "resume") if resume else None
@@ -165,9 +199,13 @@ def _train(run: Run, stops: StopSignals, callbacks: Sequence[L.Callback]) -> dic
     bar = run.trainer.enable_progress_bar is not False and interactive()  # a bar only where someone watches it
     if not bar:
         ours.append(EpochLines())
+    trial = active_trial()
+    if trial is not None:
+        ours.append(OptunaPruning(trial, run.checkpoint.monitor))
     maps = AttentionMaps(run.maps, out) if run.maps.enabled else None
     callbacks = [*ours, *([maps] if maps else []), *callbacks, *(instantiate(c) for c in run.callbacks.values())]
-    loggers = [instantiate(lg) for lg in run.loggers.values()]
+    loggers = [instantiate(wandb_sweep_fields(lg, run.sweep_dir, run.overrides) if "Wandb" in lg.get("_target_", "") else lg)
+               for lg in run.loggers.values()]
     if loggers:
         callbacks.append(LearningRateMonitor(logging_interval="step"))
     for lg in loggers:  # the whole config: TensorBoard's hparams.yaml, wandb's run config
@@ -190,8 +228,10 @@ def _train(run: Run, stops: StopSignals, callbacks: Sequence[L.Callback]) -> dic
                                    weights_only=True)
             recorder.test_metrics = results[0] if results else {}
         return _finished(recorder, trainer, maps, out, status="completed", run=run)
+    except MisconfigurationException as e:  # Lightning found a setting it cannot run (e.g. a limit below one batch)
+        raise ConfigError(f"trainer: {' '.join(str(e).split())}") from None
     except BaseException:
-        if recorder.status in ("interrupted", "diverged"):  # on_exception saved and recorded it: an outcome, not a bug
+        if recorder.status in ("interrupted", "diverged", "pruned"):  # recorded by on_exception: an outcome, not a bug
             return _finished(recorder, trainer, maps, out)
         raise
     finally:

@@ -9,7 +9,7 @@ from attnexp.config import ConfigError
 from attnexp.run import load_run
 from conftest import compose_cfg, options
 
-GROUPS = ["attention", "model", "data", "task", "trainer", "logger", "experiment"]
+GROUPS = ["attention", "model", "data", "task", "trainer", "logger", "experiment", "hparams_search", "debug"]
 
 
 @pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS for o in options(g)])
@@ -18,7 +18,7 @@ def test_every_option_composes_and_validates(group, option, tmp_path):
     if group == "trainer" and option == "gpu":
         overrides.append("attention.backend=sdpa")  # composes; training needs a GPU
     cfg = compose_cfg(overrides, tmp_path)
-    if group == "trainer" and option == "gpu" and not torch.cuda.is_available():
+    if group == "trainer" and option in ("gpu", "fsdp") and not torch.cuda.is_available():
         with pytest.raises(ConfigError, match="no CUDA GPU is visible here"):  # composes; refused before training
             load_run(cfg)
         return

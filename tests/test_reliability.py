@@ -97,6 +97,19 @@ def test_sigint_in_process_is_an_interrupt_with_a_checkpoint(tmp_path):
     assert checkpoints.load(tmp_path / "checkpoints" / "interrupted.ckpt")["global_step"] == 3
 
 
+def test_a_cluster_signal_stops_cleanly_then_runs_the_handler_that_was_there(tmp_path):
+    """submitit requeues a SLURM job from its SIGUSR2 handler: attnexp stops after the step, writes its
+    checkpoint and summary, then hands the signal to that handler."""
+    called = []
+    previous = signal.signal(signal.SIGUSR2, lambda signum, frame: called.append(signum))
+    try:
+        s = train(run_of(QUICK, tmp_path), callbacks=[SignalAt(4, signal.SIGUSR2)])
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    assert s["status"] == "interrupted" and s["signal"] == "SIGUSR2" and s["steps"] == 4
+    assert (tmp_path / "checkpoints" / "interrupted.ckpt").is_file() and called == [signal.SIGUSR2]
+
+
 def test_resume_auto_without_a_checkpoint_starts_afresh(tmp_path):
     s = train(run_of([*QUICK, "trainer.max_epochs=1", "resume=auto"], tmp_path))
     assert s["status"] == "completed" and s["resumed_from"] == [] and s["steps"] == STEPS_PER_EPOCH

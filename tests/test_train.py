@@ -74,9 +74,8 @@ def test_logged_metrics_are_what_they_say(tmp_path):
     with torch.no_grad():
         for b in dm.val_dataloader():
             logits = model(b["input_ids"], b["pad_mask"]).logits
-            B = b["input_ids"].shape[0]
-            loss_sum, n = loss_sum + lm_loss(logits, b["labels"]).item() * B, n + B
-            keep = b["labels"] != -100
+            keep = b["labels"] != -100  # the epoch loss is the mean over every target token
+            loss_sum, n = loss_sum + lm_loss(logits, b["labels"]).item() * keep.sum().item(), n + keep.sum().item()
             correct += ((logits.argmax(-1) == b["labels"]) & keep).sum().item()
             counted += keep.sum().item()
     last = s["metrics"]["history"][-1]

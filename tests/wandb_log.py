@@ -35,8 +35,23 @@ def records(path: Path):
             yield r
 
 
-def summary(path: Path) -> dict:
-    """What the run holds: its config keys and values, group, job type, tags, exit code, history keys."""
+def summary(path: Path, wait: float = 20.0) -> dict:
+    """What the run holds: its config keys and values, group, job type, tags, exit code, history keys.
+    wandb's service writes the log on its own: wait (up to `wait` s) until the run's exit is in it."""
+    import time
+
+    end = time.time() + wait
+    while True:
+        try:
+            out = _summary(path)
+        except Exception:  # a record being written
+            out = None
+        if (out is not None and out["exit_code"] is not None) or time.time() > end:
+            return out if out is not None else _summary(path)
+        time.sleep(0.2)
+
+
+def _summary(path: Path) -> dict:
     out = {"config": {}, "group": None, "job_type": None, "tags": [], "exit_code": None, "history": set()}
     for r in records(path):
         kind = r.WhichOneof("record_type")

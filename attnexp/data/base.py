@@ -39,6 +39,9 @@ class EpochBatches(Sampler[list[int]]):
     def batches(self) -> list[list[int]]:
         rng = random.Random(self.seed * 1_000_003 + self.epoch)
         idx = list(range(len(self.lengths)))
+        rank, world = self._world()
+        if not self.shuffle and world > 1:  # validation under DDP: each example once, on one rank
+            idx = idx[rank::world]
         if self.shuffle:
             rng.shuffle(idx)
         if not self.bucket:
@@ -49,7 +52,25 @@ class EpochBatches(Sampler[list[int]]):
             batches += [chunk[i: i + self.batch_size] for i in range(0, len(chunk), self.batch_size)]
         if self.shuffle:
             rng.shuffle(batches)
-        return batches
+        return self.shard(batches)
+
+    @staticmethod
+    def _world() -> tuple[int, int]:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+        return 0, 1
+
+    def shard(self, batches: list) -> list:
+        """This process's training batches under DDP: every world-th, a few repeated so each rank
+        takes the same number of steps. (Validation is sharded by example, before batching, with
+        nothing repeated, so the sums reduced across ranks are exact.)"""
+        rank, world = self._world()
+        if world == 1 or not self.shuffle:
+            return batches
+        batches = batches + batches[: (-len(batches)) % world]
+        return batches[rank::world]
 
     def __iter__(self):
         position = self.position_fn() if self.position_fn else None
@@ -60,7 +81,12 @@ class EpochBatches(Sampler[list[int]]):
             yield [(self.epoch, i) for i in batch]  # Items hands the epoch to the collator with each item
 
     def __len__(self):
-        return -(-len(self.lengths) // self.batch_size)
+        rank, world = self._world()
+        if world == 1:
+            return -(-len(self.lengths) // self.batch_size)
+        if self.shuffle:
+            return -(-(-(-len(self.lengths) // self.batch_size)) // world)
+        return -(-len(range(rank, len(self.lengths), world)) // self.batch_size)
 
 
 class Items(Dataset):
@@ -118,7 +144,8 @@ class TokenDataModule(L.LightningDataModule):
         return t.fit_loop.epoch_progress.current.processed, t.fit_loop.epoch_loop.batch_progress.current.ready
 
     def train_dataloader(self):
-        return self._loader("train", shuffle=True)
+        # trainer.overfit_batches (debug=overfit): the same batches every epoch
+        return self._loader("train", shuffle=not (self.trainer is not None and self.trainer.overfit_batches))
 
     def val_dataloader(self):
         return self._loader("val", shuffle=False)

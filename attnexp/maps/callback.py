@@ -4,19 +4,22 @@ them under <run>/maps/; at the end of training it writes a GIF per example and v
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import lightning as L
 import numpy as np
-from PIL import Image
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
+from PIL import Image
 
 from attnexp.config import ALIGN_BEST, MapsConfig
 from attnexp.maps import render, stats
 from attnexp.maps.html import Viewer
-from attnexp.maps.view import is_signed
 from attnexp.maps.probe import Probe, attention_maps, probe_from, save_snapshot
+from attnexp.maps.view import is_signed
+
+log = logging.getLogger("attnexp")
 
 
 class AttentionMaps(L.Callback):
@@ -59,21 +62,25 @@ class AttentionMaps(L.Callback):
     def on_validation_epoch_end(self, trainer, pl_module):
         if trainer.sanity_checking or self.probe is None or (trainer.current_epoch + 1) % self.cfg.every_n_epochs:
             return
-        w = attention_maps(pl_module.model, self.probe, trainer.datamodule.pad_id)
-        s = stats.head_stats(w, self.probe.lengths)
-        scalars = stats.flat(s)
-        scores = None
-        if self.probe.targets:
-            scores = stats.alignment(w, self.probe.targets)
-            layer, head = np.unravel_index(scores.argmax(), scores.shape)
-            self.last_alignment = {"best": float(scores.max()), "layer": int(layer), "head": int(head)}
-            scalars.update({"align/best_layer": float(layer), "align/best_head": float(head)})
-            scalars.update(stats.flat({"alignment": scores}, prefix="align"))
-            # in callback_metrics, so checkpoint.monitor=align/best works
-            pl_module.log(ALIGN_BEST, float(scores.max()), on_epoch=True)
-        for lg in trainer.loggers:  # straight to the loggers: ~50 scalars through self.log cost ~20 ms an epoch
-            lg.log_metrics(scalars, step=logger_step(trainer))
-        self.save(trainer, w, s, scores)
+        best = None
+        if trainer.is_global_zero:  # one probe pass, on rank 0 (the other ranks hold the same weights)
+            w = attention_maps(pl_module.model, self.probe, trainer.datamodule.pad_id)
+            log.info("attention maps of epoch %d: %d examples", trainer.current_epoch, len(self.probe.ids))
+            s = stats.head_stats(w, self.probe.lengths)
+            scalars = stats.flat(s)
+            scores = None
+            if self.probe.targets:
+                scores = stats.alignment(w, self.probe.targets)
+                layer, head = np.unravel_index(scores.argmax(), scores.shape)
+                self.last_alignment = {"best": float(scores.max()), "layer": int(layer), "head": int(head)}
+                best = float(scores.max())
+                scalars.update({"align/best_layer": float(layer), "align/best_head": float(head)})
+                scalars.update(stats.flat({"alignment": scores}, prefix="align"))
+            for lg in trainer.loggers:  # straight to the loggers: ~50 scalars through self.log cost ~20 ms an epoch
+                lg.log_metrics(scalars, step=logger_step(trainer))
+            self.save(trainer, w, s, scores)
+        if self.probe.targets:  # every rank logs it, so checkpoint.monitor=align/best works everywhere
+            pl_module.log(ALIGN_BEST, trainer.strategy.broadcast(best, src=0), on_epoch=True)
 
     @rank_zero_only
     def save(self, trainer, w: np.ndarray, s: dict, scores) -> None:

@@ -1,0 +1,169 @@
+"""`hydra/sweeper=attnexp_optuna`: trials asked of an Optuna study, launched by the configured
+Hydra launcher in batches of `n_jobs`, told the value each job's summary.json reports.
+
+Search spaces use Hydra's sweep syntax, in `hydra.sweeper.params` or on the command line:
+`optim.lr='tag(log, interval(1e-4, 1e-2))'`, `model.d_model='choice(64, 128)'`,
+`model.n_layers='range(1, 5)'`."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep
+from hydra.core.plugins import Plugins
+from hydra.plugins.sweeper import Sweeper
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class AttnexpOptunaSweeperConf:
+    _target_: str = "hydra_plugins.attnexp_optuna_sweeper.sweeper.OptunaSweeper"
+    study_name: str = "attnexp"
+    storage: str | None = "sqlite:///optuna.db"  # a study resumes from it; optuna-dashboard reads it
+    direction: str = "auto"  # auto: maximize for accuracies and F1, minimize for losses (checkpoint.monitor)
+    n_trials: int = 20  # in all, counting the trials the storage already holds
+    n_jobs: int = 1  # trials launched at once (a parallel launcher runs them side by side)
+    sampler: str = "tpe"  # tpe | random
+    seed: int | None = 0
+    pruner: str = "median"  # median | none (pruning needs jobs in this process: the basic launcher)
+    n_startup_trials: int = 3  # trials that run to the end before any is pruned
+    n_warmup_steps: int = 1  # epochs a trial always gets
+    params: dict[str, str] = field(default_factory=dict)
+
+
+ConfigStore.instance().store(group="hydra/sweeper", name="attnexp_optuna", node=AttnexpOptunaSweeperConf,
+                             provider="attnexp")
+
+
+def distribution(override: Override):
+    """The sweep value of `key=<sweep>` as a function of an Optuna trial."""
+    key, v = override.get_key_element(), override.value()
+    if isinstance(v, ChoiceSweep):
+        choices = [c for c in v.list]
+        return lambda t: t.suggest_categorical(key, choices)
+    if isinstance(v, RangeSweep):
+        if all(isinstance(x, int) for x in (v.start, v.stop, v.step)):
+            return lambda t: t.suggest_int(key, v.start, v.stop - v.step, step=v.step)
+        values = list(OverridesParser.create().parse_override(f"{key}={override.input_line.split('=', 1)[1]}").sweep_iterator())
+        return lambda t: t.suggest_categorical(key, values)
+    if isinstance(v, IntervalSweep):
+        log_scale = "log" in v.tags
+        if isinstance(v.start, int) and isinstance(v.end, int):
+            return lambda t: t.suggest_int(key, v.start, v.end, log=log_scale)
+        return lambda t: t.suggest_float(key, float(v.start), float(v.end), log=log_scale)
+    raise ValueError(f"{key}: Optuna cannot sample {override.input_line!r}; use choice(...), range(...) or "
+                     f"interval(...), optionally tag(log, interval(...))")
+
+
+class OptunaSweeper(Sweeper):
+    def __init__(self, **settings: Any):
+        self.s = AttnexpOptunaSweeperConf(**settings)
+        self.job_idx = 0
+
+    def setup(self, *, hydra_context, task_function, config: DictConfig) -> None:
+        self.config = config
+        self.launcher = Plugins.instance().instantiate_launcher(hydra_context=hydra_context,
+                                                                task_function=task_function, config=config)
+
+    def direction(self) -> str:
+        if self.s.direction != "auto":
+            return self.s.direction
+        from attnexp.config import higher_is_better
+
+        return "maximize" if higher_is_better(OmegaConf.select(self.config, "checkpoint.monitor") or "val/loss") else "minimize"
+
+    def study(self):
+        import optuna
+
+        if self.s.storage and self.s.storage.startswith("sqlite:///"):  # SQLite makes the file, not its folder
+            Path(self.s.storage[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        sampler = (optuna.samplers.RandomSampler(seed=self.s.seed) if self.s.sampler == "random"
+                   else optuna.samplers.TPESampler(seed=self.s.seed))
+        pruner = (optuna.pruners.NopPruner() if self.s.pruner == "none" else
+                  optuna.pruners.MedianPruner(n_startup_trials=self.s.n_startup_trials, n_warmup_steps=self.s.n_warmup_steps))
+        study = optuna.create_study(study_name=self.s.study_name, storage=self.s.storage, sampler=sampler,
+                                    pruner=pruner, direction=self.direction(), load_if_exists=True)
+        # a trial left RUNNING belongs to a launch that was killed: fail it and ask for its settings again
+        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+            study.enqueue_trial(t.params, skip_if_exists=False)
+            log.info("trial %d had not finished (its process stopped); it runs again", t.number)
+        return study
+
+    def sweep(self, arguments: list[str]) -> None:
+        import optuna
+
+        from attnexp.sweeps import ACTIVE_TRIALS
+
+        parser = OverridesParser.create()
+        given = parser.parse_overrides(arguments)
+        space = {o.get_key_element(): distribution(o)
+                 for o in parser.parse_overrides([f"{k}={v}" for k, v in self.s.params.items()]) + given
+                 if o.is_sweep_override()}
+        if not space:
+            raise ValueError("hydra/sweeper=attnexp_optuna has nothing to search: give hydra.sweeper.params or "
+                             "sweep overrides such as optim.lr='tag(log, interval(1e-4, 1e-2))'")
+        fixed = [o.input_line for o in given if not o.is_sweep_override()]
+        study = self.study()
+        finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
+        left = self.s.n_trials - len(study.get_trials(deepcopy=False, states=finished))
+        log.info("Optuna study %r (%s, %s): %d trial(s) to run, %d already in %s", self.s.study_name,
+                 self.direction(), type(study.sampler).__name__, max(left, 0), self.s.n_trials - left, self.s.storage)
+        while left > 0:
+            trials = [study.ask() for _ in range(min(self.s.n_jobs, left))]
+            batch = []
+            for i, trial in enumerate(trials):
+                ACTIVE_TRIALS[self.job_idx + i] = trial
+                batch.append([*fixed, *(f"{k}={suggest(trial)}" for k, suggest in space.items())])
+            returns = self.launcher.launch(batch, initial_job_idx=self.job_idx)
+            for trial, ret in zip(trials, returns):
+                state, value = outcome(ret)
+                if state == "complete":
+                    study.tell(trial, value)
+                else:
+                    study.tell(trial, state=optuna.trial.TrialState.PRUNED if state == "pruned" else
+                               optuna.trial.TrialState.FAIL)
+                ACTIVE_TRIALS.pop(self.job_idx, None)
+                self.job_idx += 1
+            left -= len(trials)
+        self.write_results(study)
+
+    def write_results(self, study) -> None:
+        import optuna
+
+        out = Path(self.config.hydra.sweep.dir)
+        out.mkdir(parents=True, exist_ok=True)
+        done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        result = {"study_name": self.s.study_name, "storage": self.s.storage, "direction": self.direction(),
+                  "trials": len(study.trials), "complete": len(done),
+                  "pruned": len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.PRUNED,))),
+                  "best": {"number": study.best_trial.number, "value": study.best_value,
+                           "params": study.best_params} if done else None}
+        (out / "optuna_results.json").write_text(json.dumps(result, indent=2) + "\n")
+        if done:
+            log.info("best trial %d: %s = %s with %s", study.best_trial.number,
+                     OmegaConf.select(self.config, "checkpoint.monitor"), study.best_value, study.best_params)
+
+
+def outcome(ret) -> tuple[str, float | None]:
+    """complete | pruned | failed, and the value, from the job's summary.json (the job's own
+    record, which also says when a run was pruned or diverged)."""
+    try:
+        out = Path(ret.hydra_cfg.hydra.runtime.output_dir)
+        s = json.loads((out / "summary.json").read_text())
+    except (AttributeError, OSError, ValueError):
+        return "failed", None
+    value = ((s.get("metrics") or {}).get("best") or {}).get("value")
+    if s.get("status") == "pruned":
+        return "pruned", None
+    if s.get("status") != "completed" or value is None:
+        return "failed", None
+    return "complete", float(value)
