@@ -48,6 +48,7 @@ class ModelConfig:
     max_len: int = 128
     pos_emb: str = "auto"  # auto | learned | none  (auto: none when the variant encodes positions)
     tie_embeddings: bool = True
+    compile: bool = False  # torch.compile the training forward (the map probe keeps the eager modules)
 
     @property
     def ff_dim(self) -> int:

@@ -10,8 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torchmetrics import MetricCollection
-from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
-from torchmetrics.text import Perplexity
+from torchmetrics.classification import MulticlassF1Score
 
 from attnexp.config import AttentionConfig, ModelConfig, OptimConfig, TaskConfig, stage_metrics
 from attnexp.data.collate import IGNORE
@@ -32,11 +31,17 @@ class AttnexpModule(L.LightningModule):
         self.classify = self.tcfg.name == "classify"
         self.model = Transformer(self.mcfg, self.acfg, vocab_size, head="classify" if self.classify else "lm",
                                  num_classes=num_classes, pooling=self.tcfg.pooling)
-        self.metrics = nn.ModuleDict({f"{s}_": self._metrics(vocab_size, num_classes, s) for s in STAGES})  # "train" is a Module method
+        # model.compile: a compiled view of the same modules for the training and evaluation steps; the
+        # map probe (need_weights) and checkpoints use self.model itself (no `_orig_mod.` in state_dict).
+        object.__setattr__(self, "forward_fn", torch.compile(self.model) if self.mcfg.compile else self.model)
+        # Loss and accuracy are three running sums per stage on the device (loss x targets, targets,
+        # correct): a few tiny ops a step, no host sync, exact over any batching (a DDP rank's shard, a
+        # resumed epoch). torchmetrics keeps what sums cannot give (classification's macro-F1).
+        self._sums: dict[str, torch.Tensor] = {}
+        self.metrics = nn.ModuleDict({f"{s}_": self._metrics(num_classes) for s in STAGES})  # "train" is a Module method
         # The training epoch's running metrics travel in checkpoints, so an epoch resumed halfway
         # reports what the uninterrupted epoch would have (validation and test finish within a pass).
         self.metrics["train_"].persistent(True)
-        self._loss_sums: dict[str, tuple] = {}  # stage -> (sum of loss * targets, targets), on the device
         self.schedule_steps: int | None = None  # the schedule's length, kept when a run resumes
         self.skipped = self._skips_in_a_row = 0  # optim.nonfinite=skip
 
@@ -45,54 +50,46 @@ class AttnexpModule(L.LightningModule):
                      num_classes: int | None) -> "AttnexpModule":
         return cls(asdict(m), asdict(a), asdict(t), asdict(o), vocab_size, num_classes)
 
-    def _metrics(self, vocab_size: int, num_classes: int | None, stage: str) -> MetricCollection:
+    def _metrics(self, num_classes: int | None) -> MetricCollection:
         # validate_args=False: the checks look at label values (torch.unique), a device sync every step.
-        n, ignore = (num_classes, None) if self.classify else (vocab_size, IGNORE)
-        make = {"acc": lambda: MulticlassAccuracy(n, average="micro", ignore_index=ignore, validate_args=False),
-                "f1_macro": lambda: MulticlassF1Score(n, average="macro", validate_args=False),
-                "ppl": lambda: Perplexity(ignore_index=IGNORE)}
-        names = [m for m in stage_metrics(self.tcfg.name) if m != "loss"]  # the loss is summed by model_step
-        if stage == "train":  # a second log_softmax over (B, T, V) every step; train ppl = exp(train/loss)
-            names = [m for m in names if m != "ppl"]
-        return MetricCollection({m: make[m]() for m in names})
+        # acc and loss come from self._sums and ppl = exp(loss): torchmetrics' own accuracy update costs
+        # ~0.2 ms of host time a step and Perplexity a second log_softmax over (B, T, V).
+        names = [m for m in stage_metrics(self.tcfg.name) if m not in ("loss", "acc", "ppl")]
+        return MetricCollection({m: MulticlassF1Score(num_classes, average="macro", validate_args=False) for m in names})
 
     def forward(self, input_ids, pad_mask=None, need_weights=False):
         return self.model(input_ids, pad_mask, need_weights=need_weights)
 
     def model_step(self, batch: dict, stage: str) -> torch.Tensor:
         pad = batch["pad_mask"] if batch.get("padded", True) else None
-        logits = self.model(batch["input_ids"], pad).logits
+        logits = self.forward_fn(batch["input_ids"], pad).logits
         labels = batch["labels"]
-        metrics = self.metrics[f"{stage}_"]
+        loss = F.cross_entropy(logits, labels) if self.classify else lm_loss(logits, labels)
+        logits = logits.detach()
         if self.classify:
-            loss = F.cross_entropy(logits, labels)
-            metrics.update(logits.detach(), labels)
-        else:
-            loss = lm_loss(logits, labels)
-            metrics["acc"].update(logits.detach().flatten(0, 1), labels.flatten())
-            if "ppl" in metrics:
-                metrics["ppl"].update(logits.detach().float(), labels)
-        # For the epoch mean over every target (token, or sequence when classifying), whatever the
-        # batching (a DDP rank's shard, a resumed epoch): sums on the device, no host sync.
-        count = labels.numel() if self.classify else (labels != IGNORE).sum()
-        weighted, n = self._loss_sums.get(stage, (0.0, 0))
-        self._loss_sums[stage] = (loss.detach().float() * count + weighted, n + count)
+            self.metrics[f"{stage}_"].update(logits, labels)
+        count = (labels != IGNORE).sum()  # targets: tokens with a label, or sequences
+        correct = (logits.argmax(-1) == labels).sum()  # an IGNORE label never equals a class
+        sums = torch.stack([loss.detach().float() * count, count.float(), correct.float()])
+        self._sums[stage] = sums if stage not in self._sums else self._sums[stage] + sums
         return loss
 
     def log_epoch_metrics(self, stage: str) -> None:
-        # Loss and metrics accumulate on the device every step and are logged once an epoch. Each
-        # self.log call costs ~1 ms of host time (Lightning deep-copies its metadata every call),
-        # 6-7% of a tiny model's step on 2 CPU cores and more against a GPU's short steps.
+        # Logged once an epoch: each self.log call costs ~1 ms of host time (Lightning deep-copies its
+        # metadata every call), 6-7% of a tiny model's step on 2 CPU cores.
         metrics = self.metrics[f"{stage}_"]
-        values = {f"{stage}/{k}": v for k, v in metrics.compute().items()}
+        values = {f"{stage}/{k}": v for k, v in metrics.compute().items()} if metrics else {}
         metrics.reset()
-        weighted, n = self._loss_sums.pop(stage, (0.0, 0))
-        total = torch.stack([torch.as_tensor(weighted, dtype=torch.float32, device=self.device),
-                             torch.as_tensor(n, dtype=torch.float32, device=self.device)])
-        if self.trainer.world_size > 1:  # every rank saw its own shard: sum the sums, then divide
-            total = self.trainer.strategy.reduce(total, reduce_op="sum")
-        if not isinstance(n, int) or n:
-            values[f"{stage}/loss" if stage != "train" else "train/loss_epoch"] = total[0] / total[1].clamp_min(1)
+        sums = self._sums.pop(stage, None)
+        if sums is not None:
+            if self.trainer.world_size > 1:  # every rank saw its own shard: sum the sums, then divide
+                sums = self.trainer.strategy.reduce(sums, reduce_op="sum")
+            n = sums[1].clamp_min(1)
+            loss = sums[0] / n
+            values[f"{stage}/loss" if stage != "train" else "train/loss_epoch"] = loss
+            values[f"{stage}/acc"] = sums[2] / n
+            if not self.classify and stage != "train":  # train ppl = exp(train/loss_epoch)
+                values[f"{stage}/ppl"] = loss.exp()
         self.log_dict(values, prog_bar=stage != "train")
 
     def on_train_epoch_end(self):
@@ -115,9 +112,14 @@ class AttnexpModule(L.LightningModule):
             return None  # Lightning skips backward and the optimizer step
         self._skips_in_a_row = 0
         every = self.trainer.log_every_n_steps
-        if every and (self.global_step + 1) % every == 0:  # the steps at which Lightning writes to the loggers
+        if every and (self.global_step + 1) % every == 0 and self._step_loss_seen:  # when Lightning writes to loggers
             self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True)
         return loss
+
+    @property
+    def _step_loss_seen(self) -> bool:
+        """Whether anything shows the per-step loss (a logger, the progress bar)."""
+        return bool(self.trainer.loggers) or self.trainer.progress_bar_callback is not None
 
     def validation_step(self, batch, batch_idx):
         self.model_step(batch, "val")
@@ -133,15 +135,21 @@ class AttnexpModule(L.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        sums = {k: [float(w), float(n)] for k, (w, n) in self._loss_sums.items() if k == "train"}
-        checkpoint["attnexp"] = {"schedule_steps": self.schedule_steps, "train_loss_sum": sums, "skipped": self.skipped}
+        train = self._sums.get("train")
+        checkpoint["attnexp"] = {"schedule_steps": self.schedule_steps, "skipped": self.skipped,
+                                 "train_sums": train.tolist() if train is not None else None}
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         state = checkpoint.get("attnexp", {})
         self.schedule_steps = state.get("schedule_steps")
         self.skipped = state.get("skipped", 0)
-        self._loss_sums.update({k: (torch.tensor(w, device=self.device), torch.tensor(n, device=self.device))
-                                for k, (w, n) in state.get("train_loss_sum", {}).items()})
+        if state.get("train_sums") is not None:
+            self._sums["train"] = torch.tensor(state["train_sums"], device=self.device)
+        # checkpoints of attnexp before loss and accuracy became sums hold torchmetrics' accuracy and
+        # perplexity states: not needed any more, so they do not stop a resume
+        own = set(self.state_dict())
+        for k in [k for k in checkpoint.get("state_dict", {}) if k.startswith("metrics.") and k not in own]:
+            del checkpoint["state_dict"][k]
 
 
 def adamw_warmup_cosine(parameters, o: OptimConfig, total_steps: int, fused: bool = False):

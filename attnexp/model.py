@@ -104,5 +104,13 @@ class Transformer(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
+    def matmul_params(self) -> int:
+        """Weights of the matrix products every position goes through (projections, MLPs, the LM
+        head; not the embedding lookups, not a classifier applied once per sequence): for MFU."""
+        n = sum(m.weight.numel() for name, m in self.named_modules() if isinstance(m, nn.Linear) and name != "head")
+        n += sum(m.in_proj_weight.numel() for m in self.modules() if isinstance(m, nn.MultiheadAttention))
+        return n + (self.head.weight.numel() if self.head_kind == "lm" else 0)
+
+
 def lm_loss(logits_BTV: Tensor, labels_BT: Tensor) -> Tensor:
     return F.cross_entropy(logits_BTV.flatten(0, 1), labels_BT.flatten(), ignore_index=IGNORE)

@@ -10,6 +10,7 @@ import math
 import platform
 import random
 import resource
+import sys
 import time
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from attnexp.perf import peak_tflops, train_flops_per_position
 from attnexp.stops import Diverged, Interrupted, Pruned, StopSignals
 from attnexp.summary import head, versions, write_json
 
@@ -34,6 +36,11 @@ def peak_memory_mb(trainer: L.Trainer | None) -> dict:
     if trainer is not None and trainer.strategy.root_device.type == "cuda":
         out["cuda_max_allocated_mb"] = round(torch.cuda.max_memory_allocated(trainer.strategy.root_device) / 2**20, 1)
     return out
+
+
+def _sync(trainer) -> None:
+    if trainer.strategy.root_device.type == "cuda":
+        torch.cuda.synchronize(trainer.strategy.root_device)
 
 
 def _floats(metrics: dict) -> dict:
@@ -59,12 +66,15 @@ def set_rng_state(s: dict) -> None:
 
 
 class RunRecorder(L.Callback):
+    """Also measures each epoch's training throughput: `perf/tokens_per_s` (real tokens) and
+    `perf/mfu` (analytic FLOPs, attnexp.perf, over the device's dense peak), logged and summarised."""
+
     def __init__(self, out_dir: Path, static: dict, stops: StopSignals, resumed_from: str | None = None):
         self.out_dir, self.static, self.stops = Path(out_dir), static, stops
         self.t_start = time.perf_counter()
         self.t_fit0 = self.t_fit1 = None
         self.fit_s_before = 0.0  # fit time of the earlier parts of a resumed run
-        self.tokens_before, self.tokens = 0, None  # `tokens`: a device tensor, no host sync per step
+        self.tokens_before, self.tokens = 0, 0  # real training tokens (the collator counts them on the host)
         self.test_metrics: dict = {}
         self.final_val: dict = {}
         self.history: list[dict] = []  # validation metrics after every epoch
@@ -72,6 +82,7 @@ class RunRecorder(L.Callback):
         self.resumed_from = [resumed_from] if resumed_from else []
         self._rng: dict | None = None  # restored at the first training step of a resumed run
         self.status = "running"
+        self._epoch: dict | None = None  # this epoch's clock, FLOPs and tokens
 
     # -- what travels in checkpoints --------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -90,7 +101,7 @@ class RunRecorder(L.Callback):
         self._rng = state["rng"]
 
     def token_count(self) -> int:
-        return self.tokens_before + (int(self.tokens) if self.tokens is not None else 0) * self.world
+        return self.tokens_before + self.tokens * self.world
 
     world = 1  # processes training on shards of the data: each counts its own tokens (an even share of the total)
 
@@ -108,9 +119,52 @@ class RunRecorder(L.Callback):
         self.t_fit0 = time.perf_counter()
         self.write(trainer, "running")
 
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if "startup_s" not in self.extra:  # from `python -m attnexp` to the first training step
+            main = sys.modules.get("__main__")
+            started = getattr(main, "STARTED", None) if getattr(main, "__package__", None) == "attnexp" else None
+            self.extra["startup_s"] = round(time.time() - started, 2) if started else None
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        n = batch["pad_mask"].sum()
-        self.tokens = n if self.tokens is None else self.tokens + n
+        n = batch["n_tokens"]  # a Python int from the collator: host arithmetic, no device op
+        self.tokens += n
+        if self._epoch is not None:
+            e = self._epoch
+            T = batch["input_ids"].shape[1]
+            if T not in e["flops_per_position"]:
+                e["flops_per_position"][T] = train_flops_per_position(e["matmul"], e["variant"], e["causal"], T, *e["sizes"])
+            e["flops"] += batch["input_ids"].shape[0] * T * e["flops_per_position"][T]
+            e["tokens"] += n
+
+    def on_train_epoch_start(self, trainer, pl_module):
+        m, a = pl_module.mcfg, pl_module.acfg
+        _sync(trainer)
+        self._epoch = {"t0": time.perf_counter(), "flops": 0.0, "tokens": 0, "flops_per_position": {},
+                       "variant": a.name, "causal": a.causal,
+                       "matmul": pl_module.model.matmul_params(), "sizes": (m.d_model, m.n_heads, m.n_layers, a.window)}
+
+    def on_validation_start(self, trainer, pl_module):
+        if not trainer.sanity_checking:
+            self._end_epoch_clock(trainer)
+
+    def _end_epoch_clock(self, trainer) -> None:
+        """Throughput of the epoch's training steps (validation excluded), one device sync an epoch."""
+        e, self._epoch = self._epoch, None
+        if e is None or not e["tokens"]:
+            return
+        _sync(trainer)
+        seconds = time.perf_counter() - e["t0"]
+        tokens = e["tokens"] * trainer.world_size
+        perf = {"tokens_per_s": round(tokens / seconds, 1), "tflops": round(e["flops"] * trainer.world_size / seconds / 1e12, 4)}
+        peak = peak_tflops(device_name(trainer), str(trainer.precision))
+        if peak:
+            perf.update(mfu=round(perf["tflops"] / (peak[0] * trainer.world_size), 4), peak=peak[1], peak_tflops=peak[0])
+        else:
+            perf["mfu"] = None  # no known peak for this device (a CPU, an unknown GPU)
+        self.extra["perf"] = perf
+        values = {f"perf/{k}": v for k, v in perf.items() if k in ("tokens_per_s", "tflops", "mfu") and v is not None}
+        for lg in trainer.loggers:
+            lg.log_metrics(values, step=trainer.fit_loop.epoch_loop._batches_that_stepped)
 
     def on_validation_end(self, trainer, pl_module):
         # not on_validation_epoch_end: callbacks run before the module's hook, which logs the epoch's metrics
@@ -125,6 +179,7 @@ class RunRecorder(L.Callback):
                            f"a checkpoint of it was saved")
 
     def on_train_epoch_end(self, trainer, pl_module):
+        self._end_epoch_clock(trainer)  # an epoch without validation
         self.write(trainer, "running")
 
     def on_train_end(self, trainer, pl_module):

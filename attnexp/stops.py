@@ -38,7 +38,7 @@ class StopSignals:
 
     def __init__(self):
         self.received: str | None = None
-        self.pending = False  # a signal that waits for the validation pass in progress (guards.SignalGate)
+        self.pending = False  # a signal that waits for the validation pass in progress (guards.StopGuard)
         self.trainer = None  # set while the trainer fits or tests
         self._previous: dict = {}
 

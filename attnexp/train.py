@@ -28,7 +28,7 @@ from attnexp import checkpoints
 from attnexp.config import ConfigError, check
 from attnexp.console import EpochLines, bar_safe_logging, interactive
 from attnexp.data import build_datamodule
-from attnexp.guards import DivergenceGuard, OptunaPruning, SignalGate
+from attnexp.guards import OptunaPruning, StopGuard
 from attnexp.lit import AttnexpModule
 from attnexp.maps.callback import AttentionMaps
 from attnexp.recorder import RunRecorder
@@ -170,7 +170,10 @@ def _train(run: Run, stops: StopSignals, callbacks: Sequence[L.Callback]) -> dic
 
     resume = resume_path(run)
     ckpt = checkpoints.load(resume, "resume") if resume else None
-    dm = build_datamodule(run.data, run.task, causal=run.attention.causal, run_dir=str(out), seed=run.seed)
+    # FlexAttention compiles once per sequence length: rounded batch lengths keep that to a few shapes
+    pad_multiple = run.data.pad_to_multiple_of or (128 if run.attention.backend == "flex" else 1)
+    dm = build_datamodule(run.data, run.task, causal=run.attention.causal, run_dir=str(out), seed=run.seed,
+                          pad_multiple=pad_multiple)
     dm.setup("fit")
     if run.task.name == "classify":
         check(dm.num_classes, f"data={run.data.name} has no labels for task=classify")
@@ -187,13 +190,12 @@ def _train(run: Run, stops: StopSignals, callbacks: Sequence[L.Callback]) -> dic
     ckpt_dir = out / "checkpoints"
     checkpoint = ModelCheckpoint(dirpath=ckpt_dir, filename="best-epoch{epoch:02d}", monitor=run.checkpoint.monitor,
                                  mode=run.checkpoint.mode, save_top_k=1, save_last=True, auto_insert_metric_name=False)
-    ours = [checkpoint, recorder, SignalGate(stops)]
+    on_cpu = training_on_cpu(run.trainer) or not torch.cuda.is_available()
+    ours = [checkpoint, recorder, StopGuard(stops, ckpt_dir if run.optim.nonfinite == "stop" else None,
+                                            every=1 if on_cpu else (run.trainer.log_every_n_steps or 50))]
     if run.checkpoint.every_n_steps:  # the latest only; written atomically (Lightning saves to a temp file, then renames)
         ours.append(ModelCheckpoint(dirpath=ckpt_dir, filename="step-{step:07d}", every_n_train_steps=run.checkpoint.every_n_steps,
                                     save_top_k=1, auto_insert_metric_name=False))
-    if run.optim.nonfinite == "stop":
-        on_cpu = training_on_cpu(run.trainer) or not torch.cuda.is_available()
-        ours.append(DivergenceGuard(ckpt_dir, every=1 if on_cpu else (run.trainer.log_every_n_steps or 50)))
     if run.checkpoint.patience:
         ours.append(EarlyStopping(monitor=run.checkpoint.monitor, mode=run.checkpoint.mode, patience=run.checkpoint.patience))
     bar = run.trainer.enable_progress_bar is not False and interactive()  # a bar only where someone watches it

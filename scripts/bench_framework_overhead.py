@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """What the framework costs over a plain PyTorch loop, training the same model on the same batches.
 
-Three arms, each in a fresh process, alternating, `--repeats` times; medians are reported:
+Three arms, each in a fresh process, in rotating order (a repeat count that is a multiple of 3 puts
+each arm first, second and last equally often), `--repeats` times; medians are reported:
 
 - `plain`: a nanoGPT-style loop written by hand: the same `Transformer`, DataLoaders, AdamW and
   warmup+cosine schedule (`attnexp.lit.adamw_warmup_cosine`) and gradient clipping; a validation
@@ -11,7 +12,7 @@ Three arms, each in a fresh process, alternating, `--repeats` times; medians are
   Lightning, our module, torchmetrics, checkpointing and summary.json, nothing to look at.
 - `default`: `attnexp train` as the README runs it: progress bar, TensorBoard, map logging.
 
-    python scripts/bench_framework_overhead.py --repeats 3
+    python scripts/bench_framework_overhead.py --repeats 6
     python scripts/bench_framework_overhead.py --tag _small model=small   # overrides for every arm
 
 Step time is the median interval between the starts of consecutive training batches in every
@@ -54,20 +55,24 @@ class StepClock:
         return round(1000 * statistics.median(gaps), 3) if gaps else float("nan")
 
 
-def _lightning_clock():
-    import lightning as L
+def _clock_in_recorder() -> StepClock:
+    """The same clock inside attnexp's own RunRecorder hooks: an extra Lightning callback would add
+    its own dispatch cost (~0.1 ms a step) to the arm being measured."""
+    from attnexp.recorder import RunRecorder
 
-    class ClockCallback(L.Callback):
-        def __init__(self):
-            self.clock = StepClock()
+    clock = StepClock()
+    batch_start, epoch_start = RunRecorder.on_train_batch_start, RunRecorder.on_train_epoch_start
 
-        def on_train_epoch_start(self, trainer, pl_module):
-            self.clock.epoch()
+    def on_train_epoch_start(self, trainer, pl_module):
+        clock.epoch()
+        epoch_start(self, trainer, pl_module)
 
-        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-            self.clock.tick()
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        clock.tick()
+        batch_start(self, trainer, pl_module, batch, batch_idx)
 
-    return ClockCallback()
+    RunRecorder.on_train_epoch_start, RunRecorder.on_train_batch_start = on_train_epoch_start, on_train_batch_start
+    return clock
 
 
 def run_attnexp(overrides: list[str], out_dir: Path) -> dict:
@@ -75,9 +80,9 @@ def run_attnexp(overrides: list[str], out_dir: Path) -> dict:
     from attnexp.run import load_run
     from attnexp.train import train
 
-    clock = _lightning_clock()
-    s = train(load_run(compose(overrides, out_dir)), callbacks=[clock])
-    return {"fit_s": s["train_time_s"], "step_ms": clock.clock.step_ms(), "steps": s["steps"],
+    clock = _clock_in_recorder()
+    s = train(load_run(compose(overrides, out_dir)))
+    return {"fit_s": s["train_time_s"], "step_ms": clock.step_ms(), "steps": s["steps"],
             "device": s["device"], "final_val_loss": s["metrics"]["final"].get("val/loss")}
 
 
@@ -152,6 +157,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--arms", default=",".join(ARMS), help="comma list of: plain, lean, default")
     ap.add_argument("--tag", default="", help="suffix for the result file")
+    ap.add_argument("--out", default=str(REPO / "scripts" / "results"), help="folder for the result file")
     ap.add_argument("--arm", choices=sorted(ARMS), help=argparse.SUPPRESS)  # one arm, in this process
     ap.add_argument("--result", help=argparse.SUPPRESS)
     ap.add_argument("overrides", nargs="*", help="Hydra overrides for every arm, e.g. experiment=copy")
@@ -169,7 +175,7 @@ def main() -> None:
             ap.error(f"--arms: unknown arm {a!r}; choose from {', '.join(ARMS)}")
     runs: dict[str, list[dict]] = {a: [] for a in order}
     for i in range(args.repeats):
-        for arm in order if i % 2 == 0 else order[::-1]:
+        for arm in order[i % len(order):] + order[:i % len(order)]:  # each arm takes each place in turn
             with tempfile.NamedTemporaryFile(suffix=".json") as f:
                 subprocess.run([sys.executable, __file__, "--arm", arm, "--result", f.name, *args.overrides],
                                cwd=REPO, check=True, capture_output=True)
@@ -184,7 +190,7 @@ def main() -> None:
     device = runs[order[0]][0]["device"]
     result = {"device": device, "torch": torch.__version__, "repeats": args.repeats, "overrides": args.overrides,
               "median": med, f"overhead_pct_vs_{order[0]}": over, "runs": runs}
-    out = REPO / "scripts" / "results"
+    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"framework_overhead_{'gpu' if torch.cuda.is_available() else 'cpu'}{args.tag}.json").write_text(
         json.dumps(result, indent=2) + "\n")

@@ -60,7 +60,7 @@ PRECHECK = [
     ("optim.learning_rate=1e-3", "optim.learning_rate is not a config key"),
     ("trainer.max_epoch=3", "did you mean trainer.max_epochs? (another argument of Lightning's Trainer needs a '+'"),
     ("attention=nope", "attention=nope is not an option of attention; choose one of: alibi, bidirectional, causal"),
-    ("model=huge", "model=huge is not an option of model; choose one of: base, small, tiny"),
+    ("model=huge", "model=huge is not an option of model; choose one of: base, gpt2, small, tiny"),
     ("model.n_layers", "cannot read the override 'model.n_layers'"),
     ("+model.colour=red", "model: unknown key(s) colour; valid keys: d_model"),
     # every numeric and boolean override is type-checked

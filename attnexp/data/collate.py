@@ -3,7 +3,8 @@
 Items are dicts with `input_ids` (list[int]), `idx`, and optionally `label` (classification) or
 `labels` (per-token targets already given, e.g. the synthetic tasks; -100 = no loss).
 Output: input_ids (B, T), pad_mask (B, T) True at real tokens, labels (B, T) or (B,), and
-`padded` (a Python bool: does any sequence of the batch have padding).
+`padded` (a Python bool: does any sequence of the batch have padding) and `n_tokens` (a Python int:
+the real tokens), known here for free where the training step would need a device sync.
 """
 
 from __future__ import annotations
@@ -15,13 +16,15 @@ import torch
 IGNORE = -100  # label of positions without a target (torch's cross_entropy ignore_index)
 
 
-def pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad token lists to (B, T) ids and a (B, T) bool mask, True at real tokens."""
-    lengths = torch.tensor([len(s) for s in seqs])
-    ids = torch.full((len(seqs), int(lengths.max())), pad_id, dtype=torch.long)
-    for b, s in enumerate(seqs):
-        ids[b, : len(s)] = torch.as_tensor(s)
-    return ids, torch.arange(ids.shape[1])[None, :] < lengths[:, None]
+def pad(seqs: list[list[int]], pad_id: int, multiple: int = 1, cap: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad token lists to (B, T) ids and a (B, T) bool mask, True at real tokens. T is rounded
+    up to a multiple of `multiple` (at most `cap`): compiled kernels then see few distinct shapes."""
+    lengths = [len(s) for s in seqs]
+    T = max(lengths)
+    if multiple > 1:
+        T = min(-(-T // multiple) * multiple, max(cap or T, T))
+    ids = torch.tensor([list(s) + [pad_id] * (T - len(s)) for s in seqs], dtype=torch.long)  # one call, not one per row
+    return ids, torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]
 
 
 @dataclass
@@ -33,13 +36,15 @@ class Collator:
     first_word_id: int  # ids below this are special tokens, never masked or sampled
     mask_prob: float = 0.15
     seed: int = 0  # masking is a function of (seed, epoch, the batch's items): resumed runs mask alike
+    pad_multiple: int = 1  # batch lengths rounded up to a multiple of this (FlexAttention: 128) ...
+    max_len: int | None = None  # ... but not beyond the longest sequence the model takes
     per_epoch: bool = True  # training: new masks every epoch; validation/test: the same masks every epoch
 
     def __call__(self, items: list[dict]) -> dict:
         lengths = [len(it["input_ids"]) for it in items]
-        ids, pad_mask = pad([it["input_ids"] for it in items], self.pad_id)
+        ids, pad_mask = pad([it["input_ids"] for it in items], self.pad_id, self.pad_multiple, self.max_len)
         # Known here on the CPU for free; the model would need a device sync to find out.
-        batch = {"input_ids": ids, "pad_mask": pad_mask, "padded": min(lengths) < max(lengths)}
+        batch = {"input_ids": ids, "pad_mask": pad_mask, "padded": min(lengths) < ids.shape[1], "n_tokens": sum(lengths)}
         if self.objective == "classify":
             batch["labels"] = torch.tensor([it["label"] for it in items])
         elif self.objective == "next":

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import codecs
+import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -45,6 +46,7 @@ class ToyDataConfig:
     batch_size: int = 64
     val_fraction: float = 0.1
     num_workers: int = 0  # the toy data is tiny: worker start-up would cost more than it saves
+    pad_to_multiple_of: int | None = None  # batch lengths rounded up (null: 128 with FlexAttention, else none)
     bucket: bool = False
 
     def aligned(self, task: TaskConfig) -> bool:  # the grammar knows each verb's subject
@@ -80,6 +82,7 @@ class NewsgroupsDataConfig:
     limit: int | None = None  # use only the first N posts of each split (tests, quick looks)
     bucket: bool = True  # batch posts of similar length together
     num_workers: int = 0
+    pad_to_multiple_of: int | None = None  # batch lengths rounded up (null: 128 with FlexAttention, else none)
     cache_dir: str = "${oc.env:XDG_CACHE_HOME,${oc.env:HOME}/.cache}/attnexp"
 
     def aligned(self, task: TaskConfig) -> bool:
@@ -90,6 +93,8 @@ class NewsgroupsDataConfig:
               f"data.source={self.source!r} is not one of: auto, local, hub, sklearn")
         bad = sorted(set(self.remove) - {"headers", "footers", "quotes"})
         check(not bad, f"data.remove has {bad}; allowed: headers, footers, quotes (e.g. data.remove=[headers,footers,quotes])")
+        check(not (self.remove or self.source == "sklearn") or importlib.util.find_spec("sklearn") is not None,
+              f"data.{'remove' if self.remove else 'source=sklearn'} needs scikit-learn: pip install 'attnexp[newsgroups]'")
         check(0 < self.val_fraction < 1, f"data.val_fraction={self.val_fraction} must be in (0, 1)")
         check(self.tokenizer_model in ("wordpiece", "bpe"), f"data.tokenizer_model={self.tokenizer_model!r} is not one of: wordpiece, bpe")
         check(self.vocab_size >= 100, f"data.vocab_size={self.vocab_size} is too small; use at least 100")
@@ -118,6 +123,7 @@ class SyntheticDataConfig:
     batch_size: int = 64
     num_workers: int = 0
     bucket: bool = False
+    pad_to_multiple_of: int | None = None  # batch lengths rounded up (null: 128 with FlexAttention, else none)
 
     def aligned(self, task: TaskConfig) -> bool:
         return True
@@ -154,5 +160,7 @@ def load_data_config(raw: dict, task: TaskConfig):
                             f"markers; use at least 3")
     check(cfg.max_len <= MAX_LEN, f"data.max_len={cfg.max_len} is beyond attnexp's limit of {MAX_LEN:,} tokens")
     check(cfg.num_workers >= 0, f"data.num_workers={cfg.num_workers} must be >= 0")
+    check(cfg.pad_to_multiple_of is None or cfg.pad_to_multiple_of >= 1,
+          f"data.pad_to_multiple_of={cfg.pad_to_multiple_of} must be >= 1 (or null)")
     cfg.validate(task)
     return cfg

@@ -4,6 +4,7 @@ and tokenized through `datasets.map(batched=True)` (cached), into length-buckete
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import os
 import time
@@ -73,8 +74,12 @@ def check_labels(labels: list, path: str) -> None:
 
 def clean(batch: dict, remove: tuple[str, ...]) -> dict:
     """sklearn's own header/footer/quote strippers, so `remove` means exactly what sklearn's does."""
-    from sklearn.datasets._twenty_newsgroups import (strip_newsgroup_footer, strip_newsgroup_header,
-                                                     strip_newsgroup_quoting)
+    try:
+        from sklearn.datasets._twenty_newsgroups import (strip_newsgroup_footer, strip_newsgroup_header,
+                                                         strip_newsgroup_quoting)
+    except ImportError:
+        raise ConfigError("data.remove uses scikit-learn's own strippers: pip install 'attnexp[newsgroups]' "
+                          "(or scikit-learn)") from None
 
     out = []
     for text in batch["text"]:
@@ -102,11 +107,7 @@ class NewsgroupsDataModule(TokenDataModule):
             return c.source
         if Path(c.path).is_dir():
             return "local"
-        try:
-            import sklearn  # noqa: F401
-            return "sklearn"
-        except ImportError:
-            return "hub"
+        return "sklearn" if importlib.util.find_spec("sklearn") else "hub"
 
     def load_raw(self) -> DatasetDict:
         c, source = self.cfg, self.resolve_source()
@@ -139,7 +140,8 @@ class NewsgroupsDataModule(TokenDataModule):
         try:
             from sklearn.datasets import fetch_20newsgroups
         except ImportError as e:
-            raise ConfigError(f"data.source=sklearn needs scikit-learn (pip install scikit-learn); {OFFLINE_HINT}") from e
+            raise ConfigError(f"data.source=sklearn needs scikit-learn (pip install 'attnexp[newsgroups]'); "
+                              f"{OFFLINE_HINT}") from e
         out = {}
         for split in ("train", "test"):
             try:

@@ -1,0 +1,115 @@
+#!/usr/bin/env python
+"""Whole-model training throughput on one device: attnexp's Transformer in a bare training loop on
+random tokens (no data pipeline), with and without `torch.compile`: tokens/s, model FLOPs
+utilisation (attnexp.perf's count over the device's dense peak), peak memory.
+
+    python scripts/bench_model.py                      # CUDA: GPT-2-small-sized (T=1024) and model=small, bf16
+    python scripts/bench_model.py --smoke              # CPU, tiny, seconds: the tests run this
+
+Prints a table; writes JSON and Markdown to --out (model_<device>.json/.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from attnexp.config import AttentionConfig, ModelConfig, OptimConfig  # noqa: E402
+from attnexp.lit import adamw_warmup_cosine  # noqa: E402
+from attnexp.model import Transformer, lm_loss  # noqa: E402
+from attnexp.perf import peak_tflops, train_flops_per_position  # noqa: E402
+
+SIZES = {  # name: (d_model, heads, layers, T, batch, vocab)
+    "gpt2-small": (768, 12, 12, 1024, 16, 50304),
+    "small": (128, 4, 4, 256, 64, 8192),
+    "tiny": (32, 2, 2, 32, 4, 128),
+}
+
+
+def measure(size: str, compile_: bool, device: torch.device, steps: int) -> dict:
+    d, h, layers, T, B, V = SIZES[size]
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(d_model=d, n_heads=h, n_layers=layers, max_len=T),
+                        AttentionConfig(name="fused", backend="sdpa"), V).to(device)
+    opt, sched = adamw_warmup_cosine(model.parameters(), OptimConfig(), steps + 5, fused=device.type == "cuda")
+    fwd = torch.compile(model) if compile_ else model
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    ids = torch.randint(0, V, (B, T + 1), device=device)
+
+    def step():
+        with torch.autocast(device.type, dtype=dtype, enabled=device.type == "cuda"):
+            loss = lm_loss(fwd(ids[:, :-1]).logits, ids[:, 1:])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+
+    t_compile = time.perf_counter()
+    for _ in range(3):  # warm-up (and compilation)
+        step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    warm_s = t0 - t_compile
+    for _ in range(steps):
+        step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    s = (time.perf_counter() - t0) / steps
+    flops = B * T * train_flops_per_position(model.matmul_params(), "fused", True, T, d, h, layers)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    peak = peak_tflops(name, "bf16-mixed" if device.type == "cuda" else "32-true")
+    return {"model": size, "compile": compile_, "params_m": round(model.num_params() / 1e6, 1), "T": T, "batch": B,
+            "step_ms": round(1000 * s, 2), "tokens_per_s": round(B * T / s), "tflops": round(flops / s / 1e12, 2),
+            "mfu": round(flops / s / 1e12 / peak[0], 4) if peak else None,
+            "peak_mb": round(torch.cuda.max_memory_allocated() / 2**20) if device.type == "cuda" else None,
+            "warmup_s": round(warm_s, 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--sizes", default="gpt2-small,small")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--no-compile", action="store_true", help="skip the compiled rows")
+    ap.add_argument("--out", default=str(REPO / "scripts" / "results"))
+    args = ap.parse_args()
+    device = torch.device(args.device)
+    sizes = ["tiny"] if args.smoke else args.sizes.split(",")
+    compiles = [False] if (args.smoke or args.no_compile) else [False, True]
+    rows = []
+    for size in sizes:
+        for c in compiles:
+            try:
+                r = measure(size, c, device, 3 if args.smoke else args.steps)
+            except torch.OutOfMemoryError:
+                r = {"model": size, "compile": c, "step_ms": "OOM"}
+            rows.append(r)
+            print(json.dumps(r), flush=True)
+    meta = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu", "torch": torch.__version__,
+            "cuda": torch.version.cuda, "date": datetime.now().isoformat(timespec="seconds")}
+    cols = ["model", "compile", "params_m", "T", "batch", "step_ms", "tokens_per_s", "tflops", "mfu", "peak_mb", "warmup_s"]
+    table = "\n".join(["| " + " | ".join(cols) + " |", "| " + " | ".join("---" for _ in cols) + " |",
+                       *("| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows)])
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"model_{device.type}" + ("_smoke" if args.smoke else "")
+    (out / f"{stem}.json").write_text(json.dumps({**meta, "results": rows}, indent=2) + "\n")
+    (out / f"{stem}.md").write_text(f"# Whole model on {meta['device']}\n\n{json.dumps(meta)}\n\n{table}\n")
+    print(f"\n{meta['device']} · torch {meta['torch']}\n{table}")
+
+
+if __name__ == "__main__":
+    main()
