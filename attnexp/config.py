@@ -30,8 +30,11 @@ class AttentionConfig:
     # ones it reads in its `options`, and setting one another variant reads is a config error.
     window: int | None = None  # sliding_window: keys within this many positions
     n_kv_heads: int | None = None  # gqa: key/value heads shared by groups of query heads
-    rope_base: float | None = None  # rotary: base of the angle frequencies (default 10000)
-    eps: float | None = None  # linear: denominator guard (default 1e-6)
+    rope_base: float | None = None  # rotary, mla: base of the angle frequencies (default 10000)
+    eps: float | None = None  # linear, softpick: denominator guard (default 1e-6)
+    kv_rank: int | None = None  # mla: width of the joint key/value latent (default 32)
+    q_rank: int | None = None  # mla: width of the query latent; 0 = queries not compressed (default 0)
+    rope_dim: int | None = None  # mla: per-head width of the decoupled RoPE part of q and k (default 8)
 
     @property
     def causal(self) -> bool:

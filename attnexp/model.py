@@ -19,14 +19,14 @@ from attnexp.data.collate import IGNORE
 class ModelOutput:
     logits: Tensor  # (B, T, V) for language modelling, (B, C) for classification
     hidden_BTD: Tensor
-    attn: list[Tensor] | None = None  # one (B, H, T, T) per layer, post-softmax, when asked
+    attn: list[Tensor] | None = None  # one (B, H, T, T) per layer: the weights applied to V, when asked
 
 
 class Block(nn.Module):
-    def __init__(self, m: ModelConfig, a: AttentionConfig):
+    def __init__(self, m: ModelConfig, a: AttentionConfig, layer: int = 0):
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(m.d_model), nn.LayerNorm(m.d_model)
-        self.attn = attention.build(m.d_model, m.n_heads, a)
+        self.attn = attention.build(m.d_model, m.n_heads, a, layer)
         self.mlp = nn.Sequential(nn.Linear(m.d_model, m.ff_dim), nn.GELU(), nn.Linear(m.ff_dim, m.d_model))
         self.drop = nn.Dropout(m.dropout)
 
@@ -50,7 +50,7 @@ class Transformer(nn.Module):
         learned = m.pos_emb == "learned" or (m.pos_emb == "auto" and not attention.get(a.name).positional)
         self.pos_emb = nn.Embedding(m.max_len, m.d_model) if learned else None
         self.drop = nn.Dropout(m.dropout)
-        self.blocks = nn.ModuleList(Block(m, a) for _ in range(m.n_layers))
+        self.blocks = nn.ModuleList(Block(m, a, i) for i in range(m.n_layers))
         self.ln_f = nn.LayerNorm(m.d_model)
         if head == "lm":
             self.head = nn.Linear(m.d_model, vocab_size, bias=False)

@@ -141,7 +141,7 @@ class RunRecorder(L.Callback):
         _sync(trainer)
         self._epoch = {"t0": time.perf_counter(), "flops": 0.0, "tokens": 0, "flops_per_position": {},
                        "variant": a.name, "causal": a.causal,
-                       "matmul": pl_module.model.matmul_params(), "sizes": (m.d_model, m.n_heads, m.n_layers, a.window)}
+                       "matmul": pl_module.model.matmul_params(), "sizes": (m.d_model, m.n_heads, m.n_layers, a.window, a.rope_dim)}
 
     def on_validation_start(self, trainer, pl_module):
         if not trainer.sanity_checking:

@@ -20,6 +20,7 @@ from attnexp.compare import Table, peak_mb, status_of, value
 from attnexp.config import higher_is_better
 
 STATS = [("entropy", "row entropy (nats)"), ("distance", "mean distance |i-j|"), ("first_token", "mass on the first token"),
+         ("row_mass", "row mass (1 for softmax rows)"), ("sink_mass", "mass on no token"),
          ("head_diversity", "diversity from the other heads (JS)"), ("alignment", "alignment with the required keys")]
 CSS = """body { font: 14px system-ui, sans-serif; margin: 24px; color: #222; max-width: 1200px; }
 table { border-collapse: collapse; margin: 8px 0 20px; font-size: 13px; } th, td { border: 1px solid #ccc; padding: 3px 7px; }

@@ -129,8 +129,9 @@ def test_cli_help_and_commands(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("mask", ["causal", "bidirectional"])
 @pytest.mark.parametrize("variant", options("attention"))
-def test_every_attention_config_trains(variant, tmp_path):
-    cfg = compose_cfg([f"attention={variant}", "trainer.fast_dev_run=true", *FAST], tmp_path)
+def test_every_attention_config_trains(variant, mask, tmp_path):
+    cfg = compose_cfg([f"attention={variant}", f"attention.mask={mask}", "trainer.fast_dev_run=true", *FAST], tmp_path)
     s = train(load_run(cfg))
     assert s["status"] == "completed" and s["steps"] == 1

@@ -56,9 +56,7 @@ def output_from_weights(mod, x_BTD, w_BHTT):
         v = x_BTD @ m.in_proj_weight[2 * D:].T + m.in_proj_bias[2 * D:]
         v_BHTD = v.view(x_BTD.shape[0], -1, H, D // H).transpose(1, 2)
         return m.out_proj((w_BHTT @ v_BHTD).transpose(1, 2).reshape(x_BTD.shape))
-    if isinstance(mod, FusedMultiHead):
-        Bx, Tx, _ = x_BTD.shape
-        v = mod.qkv(x_BTD)[..., (H + mod.n_kv) * mod.d_head:]
-        v_BGTD = v.view(Bx, Tx, mod.n_kv, mod.d_head).transpose(1, 2).repeat_interleave(H // mod.n_kv, 1)
-        return mod.out((w_BHTT @ v_BGTD).transpose(1, 2).reshape(x_BTD.shape))
+    if isinstance(mod, FusedMultiHead):  # the fused family: its own V and what follows the heads
+        v_BGTD = mod.project(x_BTD)[2]
+        return mod.finish(w_BHTT @ v_BGTD.repeat_interleave(H // v_BGTD.shape[1], 1), x_BTD)
     raise AssertionError(f"add a case for {type(mod).__name__} to output_from_weights")

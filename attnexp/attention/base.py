@@ -18,7 +18,11 @@ class Attention(nn.Module):
     name: ClassVar[str]
     summary: ClassVar[str]
     backends: ClassVar[tuple[str, ...]] = BACKENDS
-    softmax: ClassVar[bool] = True  # weights are a softmax over allowed keys
+    softmax: ClassVar[bool] = True  # each row is a softmax over allowed keys (so shift-invariant)
+    # What a row of the weights sums to, said in `attnexp variants`, the maps' legends and stats:
+    # "1", "at most 1" (mass may go to no token), "any (>= 0)" (unnormalised) or "signed".
+    rows: ClassVar[str] = "1"
+    backends_why: ClassVar[str] = ""  # why a variant lacks the fused backends, shown by `attnexp variants`
     positional: ClassVar[bool] = False  # encodes positions itself: no learned position embedding needed
     # AttentionConfig fields this variant reads, with its default (None: the user must set it);
     # setting one of them for a variant that does not read it is a config error.
@@ -28,6 +32,10 @@ class Attention(nn.Module):
         super().__init__()
         self.d_model, self.n_heads, self.cfg = d_model, n_heads, cfg
         self.backend = cfg.backend
+
+    def set_layer(self, layer: int) -> None:
+        """Told its block's index (0-based) after construction; for variants whose initialisation
+        depends on depth (differential attention's lambda_init)."""
 
     @classmethod
     def check_config(cls, a: AttentionConfig, m: ModelConfig) -> None:

@@ -79,15 +79,20 @@ def _flex_fn(device_type: str):
     return flex_attention  # CPU: unfused reference implementation, forward only
 
 
-def flex(q, k, v, mask: MaskSpec, *, scale, score_mod=None, dropout_p=0.0, training=False):
+def flex(q, k, v, mask: MaskSpec, *, scale, score_mod=None, dropout_p=0.0, training=False, return_lse=False):
+    """FlexAttention's output (B, H, T, Dv), and with return_lse its log-sum-exp of each row's
+    scores (B, H, T) in natural log."""
     if dropout_p > 0 and training:
         raise ValueError("FlexAttention has no attention dropout; set attention.dropout=0 or use backend sdpa")
+    from torch.nn.attention.flex_attention import AuxRequest
+
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
-        return _flex_fn(q.device.type)(
+        out = _flex_fn(q.device.type)(
             q, k, v, score_mod=score_mod, block_mask=mask.block_mask(q.shape[2], q.device),
-            scale=scale, enable_gqa=k.shape[1] != q.shape[1],
+            scale=scale, enable_gqa=k.shape[1] != q.shape[1], return_aux=AuxRequest(lse=True) if return_lse else None,
         )
+    return (out[0], out[1].lse) if return_lse else out
 
 
 def attend(q, k, v, mask: MaskSpec, *, backend: str, bias: ScoreBias | None = None, dropout_p: float = 0.0,

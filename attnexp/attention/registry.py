@@ -50,8 +50,10 @@ def with_defaults(cfg: AttentionConfig) -> AttentionConfig:
     return replace(cfg, **{k: v for k, v in opts.items() if getattr(cfg, k) is None and v is not None})
 
 
-def build(d_model: int, n_heads: int, cfg: AttentionConfig) -> Attention:
-    return get(cfg.name)(d_model, n_heads, with_defaults(cfg))
+def build(d_model: int, n_heads: int, cfg: AttentionConfig, layer: int = 0) -> Attention:
+    mod = get(cfg.name)(d_model, n_heads, with_defaults(cfg))
+    mod.set_layer(layer)
+    return mod
 
 
 def validate(a: AttentionConfig, m: ModelConfig, training_on_cpu: bool | None = None) -> AttentionConfig:
@@ -84,5 +86,5 @@ def validate(a: AttentionConfig, m: ModelConfig, training_on_cpu: bool | None = 
 def matrix() -> list[dict]:
     """One row per variant: what it supports (printed by `python -m attnexp variants`)."""
     return [dict(variant=n, masks=", ".join(MASKS), backends=", ".join(c.backends),
-                 softmax="yes" if c.softmax else "no", positions="own" if c.positional else "learned", about=c.summary)
+                 rows=c.rows, why=c.backends_why, positions="own" if c.positional else "learned", about=c.summary)
             for n, c in registered().items()]

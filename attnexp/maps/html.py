@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attnexp.maps.view import SCALES, fit, is_signed
+from attnexp.maps.view import SCALES, fit, is_signed, rows_note
 
 TEMPLATE = Path(__file__).with_name("viewer.html")
 K = 8  # keys kept per query row for the text view
@@ -46,6 +46,7 @@ class Viewer:
         self.top_i: list[str] = []
         self.top_w: list[str] = []
         self.spans: list[list[float]] = []
+        self.rows = ""  # what a row sums to, from the first snapshot
         self.examples = []
         for toks in tokens:
             labels, note = fit(np.zeros((len(toks), len(toks))), toks, viewer_tokens, long)[1:]
@@ -57,6 +58,8 @@ class Viewer:
         for b, toks in enumerate(self.tokens):
             n = len(toks)
             full = w[:, b, :, :n, :n].astype(np.float32)
+            if not self.rows and b == 0:
+                self.rows = rows_note(full)
             pooled = fit(full, toks, self.viewer_tokens, self.long)[0]  # (L, H, m, m)
             k = min(K, n)
             idx = np.argsort(-np.abs(full), axis=-1)[..., :k]  # (L, H, n, k)
@@ -74,7 +77,7 @@ class Viewer:
 
     def write(self, path: Path, title: str, scale: str = "row", layers: int = 0, heads: int = 0) -> None:
         data = {"title": title, "layers": layers, "heads": heads, "epochs": self.epochs, "examples": self.examples,
-                "signed": self.signed, "spans": self.spans, "K": K, "scales": SCALES, "scale": scale,
+                "signed": self.signed, "rows": self.rows, "spans": self.spans, "K": K, "scales": SCALES, "scale": scale,
                 "heat": self.heat, "top_i": self.top_i, "top_w": self.top_w}
         page = TEMPLATE.read_text().replace("__TITLE__", html.escape(title)).replace(
             "__DATA__", json.dumps(data).replace("</", "<\\/"))

@@ -14,7 +14,7 @@ from functools import lru_cache
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from attnexp.maps.view import LUT, SCALES, colours, fit, is_signed, scaled
+from attnexp.maps.view import LUT, SCALES, colours, fit, is_signed, rows_note, scaled
 
 MAX_LABELS = 48  # beyond this many tokens, label every k-th so the labels stay readable
 BG, INK, GREY = (255, 255, 255), (30, 30, 30), (90, 90, 90)
@@ -39,10 +39,13 @@ def grid(w_LHTT: np.ndarray, tokens: list[str], title: str, max_tokens: int = 64
     n = len(tokens)
     w, labels, note = fit(w_LHTT, tokens, max_tokens, long)
     signed = is_signed(w)
-    legend = f"colour: {SCALES[scale]}" + (" (signed: blue < 0 < red)" if signed else "") + (f"; {note}" if note else "")
+    legend = (f"colour: {SCALES[scale]}" + (" (signed: blue < 0 < red)" if signed else "")
+              + f"; {rows_note(w_LHTT[..., :n, :n])}" + (f"; {note}" if note else ""))
     if head_scores is None and not signed:  # a head's mean row entropy tells a uniform head from a sharp one
-        p = np.clip(w_LHTT[..., :n, :n], 1e-12, 1)
-        entropy = -(w_LHTT[..., :n, :n] * np.log(p)).sum(-1).mean(-1)  # (L, H), nats
+        from attnexp.maps.stats import shares
+
+        sh = shares(w_LHTT[..., :n, :n])  # rows as distributions, whatever they sum to
+        entropy = -(sh * np.log(np.clip(sh, 1e-12, 1))).sum(-1).mean(-1)  # (L, H), nats
         legend += f"; ent: mean row entropy in nats (uniform over {n} tokens: {np.log(n):.1f})"
     base, lay = _canvas(tuple(t[:12] for t in labels), L, H, legend, signed)
     img = base.copy()  # token labels are the slow part and never change: drawn once per probe example

@@ -13,23 +13,38 @@ def _rows(lengths, T):
     return np.arange(T)[None, :] < np.asarray(lengths)[:, None]
 
 
+def shares(w: np.ndarray) -> np.ndarray:
+    """Each row as shares of its absolute mass, |w| / sum |w|: the row itself for softmax rows; for
+    rows that are not distributions (a sink's, sigmoid's, differential's signed ones) the shape
+    that entropy, distance, diversity and alignment describe."""
+    a = np.abs(w)
+    return a / np.clip(a.sum(-1, keepdims=True), 1e-12, None)
+
+
 def head_stats(w: np.ndarray, lengths) -> dict[str, np.ndarray]:
-    """Each (L, H): entropy (nats), mean attended distance |i - j|, mass on the first token,
-    and per layer the heads' mean pairwise Jensen-Shannon divergence (0 = identical heads)."""
+    """Each (L, H): entropy (nats), mean attended distance |i - j|, mass on the first token, the row
+    mass (what a row sums to: 1 for softmax rows; below 1 where mass goes to no token, as with a
+    sink or softpick; 1 - lambda for differential maps), the sink mass (1 - row mass where
+    positive: the weight placed on no token), and per layer the heads' mean pairwise
+    Jensen-Shannon divergence (0 = identical heads). Entropy, distance and divergence are of each
+    row's shares (`shares`), so they mean the same for every variant; first-token, row and sink
+    mass are of the weights as applied."""
     T = w.shape[-1]
     real = _rows(lengths, T)[None, :, None, :]  # (1, B, 1, T)
     n_rows = _rows(lengths, T).sum()
-    p = np.clip(w, 1e-12, 1.0)
-    entropy = -(w * np.log(p)).sum(-1)  # (L, B, H, T)
+    s = shares(w)
+    entropy = -(s * np.log(np.clip(s, 1e-12, 1.0))).sum(-1)  # (L, B, H, T)
     dist = np.abs(np.arange(T)[:, None] - np.arange(T)[None, :])
-    distance = (w * dist).sum(-1)
+    distance = (s * dist).sum(-1)
     first = w[..., 0]
+    mass = w.sum(-1)
 
     def mean(x):  # over real rows -> (L, H)
         return (x * real).sum((1, 3)) / n_rows
 
     return {"entropy": mean(entropy), "distance": mean(distance), "first_token": mean(first),
-            "head_diversity": head_diversity(w, real, n_rows)}
+            "row_mass": mean(mass), "sink_mass": mean(np.clip(1 - mass, 0, None)),
+            "head_diversity": head_diversity(s, real, n_rows)}
 
 
 def head_diversity(w, real, n_rows) -> np.ndarray:
@@ -54,8 +69,10 @@ def _kl(p, q):
 
 
 def alignment(w: np.ndarray, targets: list[list[tuple[int, int]]]) -> np.ndarray:
-    """(L, H): mean attention mass that each head puts, from each target query position, on the
-    key position the task requires. `targets[b]` lists (query, key) pairs of example b."""
+    """(L, H): mean share of its row (`shares`: the weight itself for softmax rows) that each head
+    puts, from each target query position, on the key position the task requires. `targets[b]`
+    lists (query, key) pairs of example b."""
+    w = shares(w)
     L, B, H, T, _ = w.shape
     total, count = np.zeros((L, H)), 0
     for b, pairs in enumerate(targets):

@@ -18,6 +18,16 @@ SCALES = {
 LONG = ("blocks", "first")
 
 
+def rows_note(w_TT_rows: np.ndarray) -> str:
+    """What the rows of these maps sum to, for the legend: w (..., n, n) over real tokens."""
+    if not w_TT_rows.size:
+        return ""
+    s = w_TT_rows.sum(-1)
+    if np.allclose(s, 1, atol=2e-3):
+        return "rows sum to 1"
+    return f"rows sum to {float(s.min()):.2f}…{float(s.max()):.2f} (not distributions)"
+
+
 def is_signed(w: np.ndarray) -> bool:
     return bool(np.nanmin(w) < -1e-6) if w.size else False
 

@@ -54,5 +54,5 @@ class ALiBi(FusedMultiHead):
         super().__init__(d_model, n_heads, cfg)
         self.register_buffer("slopes_H", alibi_slopes(n_heads), persistent=False)
 
-    def score_bias(self, x_BTD):
+    def score_bias(self, x_BTD, mask):
         return DistancePenalty(self.slopes_H)

@@ -26,6 +26,7 @@ class LinearAttention(FusedMultiHead):
     summary = "linear (kernelized, elu+1) attention with a causal prefix-sum form"
     backends = ("eager", "linear")
     softmax = False
+    backends_why = "not a softmax: no sdpa/flex kernel; its own O(T) prefix-sum backend `linear`"
     options = {"eps": 1e-6}
 
     @classmethod

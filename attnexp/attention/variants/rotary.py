@@ -12,6 +12,19 @@ def rotate_half(x):
     return torch.cat((-x2, x1), dim=-1)
 
 
+def rope(x_BHTD, inv_freq):
+    """x rotated pairwise (first half with second half of the last dim) by position x frequency."""
+    T = x_BHTD.shape[2]
+    angles_TD = torch.outer(torch.arange(T, device=x_BHTD.device, dtype=torch.float32), inv_freq)
+    angles_TD = torch.cat((angles_TD, angles_TD), dim=-1)
+    cos, sin = angles_TD.cos().to(x_BHTD.dtype), angles_TD.sin().to(x_BHTD.dtype)
+    return x_BHTD * cos + rotate_half(x_BHTD) * sin
+
+
+def inverse_frequencies(dim: int, base: float):
+    return 1.0 / base ** (torch.arange(0, dim, 2).float() / dim)
+
+
 @register
 class Rotary(FusedMultiHead):
     """RoPE (Su et al.): q and k rotated by position-dependent angles, so q·k depends on i - j."""
@@ -28,12 +41,7 @@ class Rotary(FusedMultiHead):
 
     def __init__(self, d_model, n_heads, cfg):
         super().__init__(d_model, n_heads, cfg)
-        inv_freq = 1.0 / cfg.rope_base ** (torch.arange(0, self.d_head, 2).float() / self.d_head)
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.register_buffer("inv_freq", inverse_frequencies(self.d_head, cfg.rope_base), persistent=False)
 
     def rotate(self, q_BHTD, k_BGTD):
-        T = q_BHTD.shape[2]
-        angles_TD = torch.outer(torch.arange(T, device=q_BHTD.device, dtype=torch.float32), self.inv_freq)
-        angles_TD = torch.cat((angles_TD, angles_TD), dim=-1)
-        cos, sin = angles_TD.cos().to(q_BHTD.dtype), angles_TD.sin().to(q_BHTD.dtype)
-        return q_BHTD * cos + rotate_half(q_BHTD) * sin, k_BGTD * cos + rotate_half(k_BGTD) * sin
+        return rope(q_BHTD, self.inv_freq), rope(k_BGTD, self.inv_freq)

@@ -17,6 +17,7 @@ class TorchMHA(Attention):
     name = "torch_mha"
     summary = "torch.nn.MultiheadAttention wrapped (batch_first, per-head weights)"
     backends = ("eager", "sdpa")
+    backends_why = "no flex: nn.MultiheadAttention chooses its own kernel"
 
     def __init__(self, d_model, n_heads, cfg):
         super().__init__(d_model, n_heads, cfg)

@@ -1,0 +1,67 @@
+"""Forgetting Transformer: Lin et al. 2025, "Forgetting Transformer: Softmax Attention with a
+Forget Gate" (ICLR 2025, arXiv:2503.02130).
+
+A scalar forget gate per head and position, computed from the layer input,
+
+    f_t = sigmoid(w_f · x_t + b_f)                                              (their eq. 6)
+
+decays the unnormalised weights: o_i = sum_{j<=i} F_ij exp(q_i·k_j) v_j / sum_{j<=i} F_ij exp(q_i·k_j)
+with F_ij = prod_{l=j+1}^{i} f_l, i.e. softmax attention with the additive score bias
+
+    D_ij = sum_{l=j+1}^{i} log f_l = c_i - c_j,   c_t = sum_{l<=t} log f_l       (their eq. 7-9)
+
+The paper defines the causal case. With a bidirectional mask we use the same decay in both
+directions, D_ij = -|c_i - c_j| (for j <= i this is exactly c_i - c_j, as c never increases):
+a key's weight decays with the forget gates between it and the query on either side. Padding
+positions forget nothing (log f = 0), so they change no real position's bias.
+
+The bias is a `ScoreBias`: dense for eager/sdpa, a FlexAttention score_mod reading c. With every
+f_t = 1 (log f = 0) it is plain softmax attention.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnexp.attention.registry import register
+from attnexp.attention.variants.fused import FusedMultiHead
+
+
+@dataclass
+class ForgetDecay:
+    """score_ij - |c_i - c_j| from the cumulative log forget gates c (B, H, T)."""
+
+    c_BHT: Tensor
+
+    def dense(self, T: int) -> Tensor:
+        c = self.c_BHT.float()
+        return -(c[..., :, None] - c[..., None, :]).abs()  # (B, H, T, T)
+
+    def score_mod(self):
+        c_BHT = self.c_BHT
+
+        def mod(score, b, h, q_idx, kv_idx):
+            return score - (c_BHT[b, h, q_idx] - c_BHT[b, h, kv_idx]).abs()
+
+        return mod
+
+
+@register
+class Forgetting(FusedMultiHead):
+    name = "forgetting"
+    summary = "Forgetting Transformer: data-dependent forget gate as a cumulative log-decay score bias (Lin et al. 2025)"
+    positional = True  # the decay orders keys by position, as FoX is used without position embeddings
+
+    def __init__(self, d_model, n_heads, cfg):
+        super().__init__(d_model, n_heads, cfg)
+        self.forget = nn.Linear(d_model, n_heads)
+
+    def score_bias(self, x_BTD, mask):
+        log_f_BTH = F.logsigmoid(self.forget(x_BTD).float())
+        if mask.key_valid_BT is not None:
+            log_f_BTH = log_f_BTH * mask.key_valid_BT[..., None].to(log_f_BTH.dtype)
+        return ForgetDecay(torch.cumsum(log_f_BTH, dim=1).transpose(1, 2).contiguous())

@@ -1,0 +1,77 @@
+"""Multi-head latent attention: DeepSeek-AI 2024, "DeepSeek-V2: A Strong, Economical, and
+Efficient Mixture-of-Experts Language Model" (arXiv:2405.04434), §2.1.2-2.1.3.
+
+Keys and values are up-projected from one shared low-rank latent, which is all a KV cache holds:
+
+    c_KV = W_DKV h                    (d_c = attention.kv_rank)                      (their eq. 9)
+    k^C = W_UK c_KV,  v^C = W_UV c_KV (per head, d_h each)                          (eq. 10-11)
+
+Queries optionally through a latent of their own (attention.q_rank; 0 = a direct projection):
+
+    c_Q = W_DQ h,  q^C = W_UQ c_Q                                                    (eq. 12-13)
+
+RoPE cannot act on k^C (it would block absorbing W_UK into the query at inference), so a
+decoupled part of width d_R (attention.rope_dim) carries positions: per-head rotated queries
+and one rotated key shared by all heads,
+
+    q^R = RoPE(W_QR c_Q),  k^R = RoPE(W_KR h)                                        (eq. 14-15)
+    q = [q^C; q^R],  k = [k^C; k^R],  o = softmax(q·k / sqrt(d_h + d_R)) v^C,  u = W_O o   (eq. 16-19)
+
+Projections have no biases, as in the paper. It is softmax attention with a query/key width
+(d_h + d_R) unlike the value width d_h, which sdpa and FlexAttention both take.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from attnexp.attention.base import Attention
+from attnexp.attention.registry import register
+from attnexp.attention.variants.fused import FusedMultiHead
+from attnexp.attention.variants.rotary import inverse_frequencies, rope
+from attnexp.config import check
+
+
+@register
+class MultiHeadLatent(FusedMultiHead):
+    name = "mla"
+    summary = "multi-head latent attention: low-rank joint K/V latent, decoupled RoPE (DeepSeek-V2)"
+    positional = True
+    options = {"kv_rank": 32, "q_rank": 0, "rope_dim": 8, "rope_base": 10000.0}
+
+    def __init__(self, d_model, n_heads, cfg):
+        Attention.__init__(self, d_model, n_heads, cfg)  # its own projections, not the fused QKV
+        H, Dh, R = n_heads, d_model // n_heads, cfg.rope_dim
+        self.d_head, self.n_kv = Dh, n_heads
+        self.kv_down = nn.Linear(d_model, cfg.kv_rank, bias=False)  # W_DKV
+        self.k_up = nn.Linear(cfg.kv_rank, H * Dh, bias=False)  # W_UK
+        self.v_up = nn.Linear(cfg.kv_rank, H * Dh, bias=False)  # W_UV
+        self.k_rope = nn.Linear(d_model, R, bias=False)  # W_KR, one key part shared by the heads
+        q_in = cfg.q_rank or d_model
+        self.q_down = nn.Linear(d_model, cfg.q_rank, bias=False) if cfg.q_rank else None  # W_DQ
+        self.q_up = nn.Linear(q_in, H * Dh, bias=False)  # W_UQ
+        self.q_rope = nn.Linear(q_in, H * R, bias=False)  # W_QR
+        self.out = nn.Linear(H * Dh, d_model, bias=False)  # W_O
+        self.register_buffer("inv_freq", inverse_frequencies(R, cfg.rope_base), persistent=False)
+
+    @classmethod
+    def check_config(cls, a, m):
+        check(a.kv_rank > 0, f"attention.kv_rank={a.kv_rank} must be > 0")
+        check(a.q_rank >= 0, f"attention.q_rank={a.q_rank} must be >= 0 (0: queries not compressed)")
+        check(a.rope_dim > 0 and a.rope_dim % 2 == 0, f"attention.rope_dim={a.rope_dim} must be even and > 0")
+        check(a.rope_base > 1, f"attention.rope_base={a.rope_base} must be > 1")
+
+    def project(self, x_BTD):
+        B, T, _ = x_BTD.shape
+        H, Dh, R = self.n_heads, self.d_head, self.cfg.rope_dim
+
+        def heads(t, width):
+            return t.view(B, T, -1, width).transpose(1, 2)
+
+        c_kv = self.kv_down(x_BTD)
+        c_q = x_BTD if self.q_down is None else self.q_down(x_BTD)
+        k_rope_B1TR = rope(heads(self.k_rope(x_BTD), R), self.inv_freq)
+        q_BHTE = torch.cat([heads(self.q_up(c_q), Dh), rope(heads(self.q_rope(c_q), R), self.inv_freq)], -1)
+        k_BHTE = torch.cat([heads(self.k_up(c_kv), Dh), k_rope_B1TR.expand(B, H, T, R)], -1)
+        return q_BHTE, k_BHTE, heads(self.v_up(c_kv), Dh)

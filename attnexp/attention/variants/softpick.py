@@ -1,0 +1,58 @@
+"""Softpick: Zuhri et al. 2025, "Softpick: No Attention Sink, No Massive Activations with Rectified
+Softmax" (arXiv:2504.20966).
+
+    softpick(x)_i = ReLU(e^{x_i} - 1) / (sum_j |e^{x_j} - 1| + eps)                    (their eq. 2)
+
+computed stably with m = max_j x_j by multiplying numerator and denominator by e^{-m}:
+ReLU(e^{x_i - m} - e^{-m}) / (sum_j |e^{x_j - m} - e^{-m}| + eps e^{-m})            (their eq. 3)
+
+Only allowed keys enter either sum. Scores at or below 0 get exactly 0 weight, so a row sums to
+at most 1 and a head can put its mass nowhere instead of on a sink token; a row with no allowed
+key is all zeros (0 / eps), never NaN. Eager only: sdpa and flex compute softmax rows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from attnexp.attention.kernels import repeat_kv
+from attnexp.attention.registry import register
+from attnexp.attention.variants.fused import FusedMultiHead
+from attnexp.config import check
+
+
+def softpick(x, allowed, eps: float, dim: int = -1):
+    """Softpick over `dim`, entries where `allowed` is False excluded (weight 0)."""
+    x = x.masked_fill(~allowed, float("-inf"))
+    m = x.amax(dim, keepdim=True).clamp_min(0).detach()  # m >= 0 keeps e^{-m} <= 1; a fully masked row has m = 0
+    e = torch.exp(x - m)  # 0 at masked entries
+    shifted = e - torch.exp(-m)
+    num = F.relu(shifted)
+    den = (shifted.abs() * allowed).sum(dim, keepdim=True) + eps * torch.exp(-m)
+    return num / den
+
+
+@register
+class Softpick(FusedMultiHead):
+    name = "softpick"
+    summary = "softpick: rectified, sum-normalised exp(x)-1 in place of softmax (Zuhri et al. 2025)"
+    backends = ("eager",)
+    backends_why = "rectified rows, not a softmax: sdpa/flex cannot compute them"
+    softmax = False
+    rows = "at most 1"
+    options = {"eps": 1e-6}
+
+    @classmethod
+    def check_config(cls, a, m):
+        check(a.eps > 0, f"attention.eps={a.eps} must be > 0 (it keeps an all-zero row's denominator away from 0)")
+
+    def kernel(self, q, k, v, mask, need_weights, bias):
+        k, v = repeat_kv(k, v, q.shape[1])
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        allowed = mask.allowed(q.shape[2], q.device).expand_as(scores)
+        w = softpick(scores, allowed, self.cfg.eps)
+        p = F.dropout(w, self.cfg.dropout, self.training) if self.cfg.dropout > 0 else w
+        return p @ v, (w if need_weights else None)

@@ -1,0 +1,224 @@
+#!/usr/bin/env python
+"""The atlas: what every attention variant learns on tasks whose right attention is known.
+
+Every registered variant x the synthetic tasks (copy, reverse, sort, recall, induction: causal
+language modelling) and the toy grammar (`experiment=toy_agreement`: bidirectional
+classification), with one fixed small model and budget, over seeds. One Hydra multirun per task
+(`python -m attnexp train -m attention=...,... seed=...`), so every run is an ordinary run dir
+with its summary.json, maps and viewer; `attnexp compare report=` of each task's sweep is written
+next to it. Then one table and two figures:
+
+- per variant and task: accuracy (mean over seeds of the best checkpoint's test accuracy), steps
+  to 99% validation accuracy (first epoch end that reached it, mean over the seeds that did;
+  "-" if none did), best alignment score (the best head's mean weight on the key the task
+  requires), the entropy and first-token mass of that head, tokens/s of training and parameters;
+- atlas_accuracy.png: accuracy as a variants x tasks heat map;
+- atlas_recall.png: the best-aligned head of every variant on one recall example (seed 0).
+
+    python scripts/atlas.py                                   # the README's atlas (see --help)
+    python scripts/atlas.py --variants fused,sink --tasks recall --seeds 1 --epochs 2   # a quick look
+
+Writes scripts/results/atlas_<device>.{json,md} and scripts/results/images/atlas_*.png; the runs
+stay under --runs (default: a temporary folder, printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+RESULTS = REPO / "scripts" / "results"
+TASKS = ("copy", "reverse", "sort", "recall", "induction", "toy_agreement")
+QUIET = ["logger=none", "trainer.enable_progress_bar=false", "maps.animation=false", "maps.images_to_logger=false"]
+
+
+def option(variant: str) -> str:
+    """The conf/attention option of a registered variant (`fused` is the `causal` preset; the mask
+    is set per task below)."""
+    return "causal" if variant == "fused" else variant
+
+
+def sweep(task: str, variants: list[str], seeds: int, epochs: int, root: Path, extra: list[str]) -> float:
+    """One multirun of every variant x seed on `task`; returns its wall time."""
+    overrides = [f"experiment={task}", f"attention={','.join(option(v) for v in variants)}", f"seed={','.join(map(str, range(seeds)))}",
+                 f"trainer.max_epochs={epochs}", *QUIET, *extra, f"hydra.sweep.dir={root / task}",
+                 "hydra.sweep.subdir=${attention.name}_s${seed}"]
+    if task == "toy_agreement":
+        overrides.append("attention.mask=bidirectional")
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "attnexp", "train", "-m", *overrides], cwd=REPO, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"atlas: the {task} sweep failed (exit {r.returncode}):\n{r.stderr[-3000:]}")
+    subprocess.run([sys.executable, "-m", "attnexp", "compare", str(root / task), f"report={root / task / 'report.html'}"],
+                   cwd=REPO, capture_output=True)
+    return time.perf_counter() - t0
+
+
+def best_head_stats(run: Path, align: dict | None) -> dict:
+    """Entropy and first-token mass of the best-aligned head, from the last epoch's maps."""
+    snaps = sorted((run / "maps").glob("epoch*.npz"))
+    if not snaps or not align:
+        return {}
+    with np.load(snaps[-1]) as z:
+        layer, head = align["layer"], align["head"]
+        return {"entropy": float(z["stat_entropy"][layer, head]), "first_token": float(z["stat_first_token"][layer, head])}
+
+
+def run_row(run: Path) -> dict:
+    s = json.loads((run / "summary.json").read_text())
+    hist = s["metrics"].get("history") or []
+    reach = [h["step"] for h in hist if (h.get("val/acc") or 0) >= 0.99]
+    test = s["metrics"].get("test") or {}
+    align = (s.get("attention_maps") or {}).get("alignment")
+    return {"variant": s["attention"]["name"], "seed": s["seed"], "status": s["status"],
+            "acc": test.get("test/acc", s["metrics"]["final"].get("val/acc")),
+            "steps_to_99": reach[0] if reach else None, "alignment": align["best"] if align else None,
+            "tokens_per_s": s.get("tokens_per_s"), "params": s["model"]["n_params"],
+            **best_head_stats(run, align), "run": str(run)}
+
+
+def mean(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.fmean(xs) if xs else None
+
+
+def aggregate(rows: list[dict]) -> dict:
+    return {"acc": mean(r["acc"] for r in rows), "acc_sd": statistics.stdev([r["acc"] for r in rows]) if len(rows) > 1 else 0.0,
+            "reached_99": sum(r["steps_to_99"] is not None for r in rows), "n": len(rows),
+            "steps_to_99": mean(r["steps_to_99"] for r in rows), "alignment": mean(r["alignment"] for r in rows),
+            "entropy": mean(r.get("entropy") for r in rows), "first_token": mean(r.get("first_token") for r in rows),
+            "tokens_per_s": mean(r["tokens_per_s"] for r in rows), "params": rows[0]["params"]}
+
+
+def fmt(x, spec=".2f", none="-"):
+    return none if x is None else format(x, spec)
+
+
+def markdown(table: dict, tasks: list[str], variants: list[str]) -> str:
+    lines = []
+    for task in tasks:
+        lines += [f"\n**{task}**\n", "| variant | acc (sd) | steps to 99% (runs) | alignment | entropy | first-token mass | tokens/s | params |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for v in variants:
+            a = table[task].get(v)
+            if a is None:
+                continue
+            steps = f"{a['steps_to_99']:.0f} ({a['reached_99']}/{a['n']})" if a["steps_to_99"] is not None else f"- (0/{a['n']})"
+            lines.append(f"| {v} | {a['acc']:.3f} ({a['acc_sd']:.3f}) | {steps} | {fmt(a['alignment'])} | {fmt(a['entropy'])} | "
+                         f"{fmt(a['first_token'])} | {fmt(a['tokens_per_s'], ',.0f')} | {a['params']:,} |")
+    return "\n".join(lines) + "\n"
+
+
+def accuracy_figure(table: dict, tasks: list[str], variants: list[str], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    acc = np.array([[table[t].get(v, {}).get("acc", np.nan) for t in tasks] for v in variants])
+    fig, ax = plt.subplots(figsize=(1.3 * len(tasks) + 2.5, 0.36 * len(variants) + 1.4))
+    im = ax.imshow(acc, cmap="viridis", vmin=np.nanmin(acc) if np.isfinite(acc).any() else 0, vmax=1, aspect="auto")
+    ax.set_xticks(range(len(tasks)), tasks)
+    ax.set_yticks(range(len(variants)), variants)
+    for i in range(len(variants)):
+        for j in range(len(tasks)):
+            if np.isfinite(acc[i, j]):
+                ax.text(j, i, f"{acc[i, j]:.2f}", ha="center", va="center", fontsize=8,
+                        color="black" if acc[i, j] > 0.6 * np.nanmax(acc) else "white")
+    fig.colorbar(im, ax=ax, label="test accuracy (mean over seeds)")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def recall_figure(rows: list[dict], variants: list[str], path: Path) -> None:
+    """The best-aligned head of every variant on recall example 0, seed 0, last epoch."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import TwoSlopeNorm
+
+    picks = {r["variant"]: r for r in rows if r["seed"] == 0}
+    shown = [v for v in variants if v in picks]
+    cols = 6
+    fig, axes = plt.subplots(-(-len(shown) // cols), cols, figsize=(2.2 * cols, 2.35 * -(-len(shown) // cols)), squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+    for ax, v in zip(axes.flat, shown):
+        run = Path(picks[v]["run"])
+        snaps = sorted((run / "maps").glob("epoch*.npz"))
+        s = json.loads((run / "summary.json").read_text())
+        align = s["attention_maps"]["alignment"]
+        with np.load(snaps[-1]) as z:
+            n = int(z["lengths"][0])
+            w = z["weights"][align["layer"], 0, align["head"], :n, :n].astype(np.float32)
+        signed = w.min() < -1e-6
+        kw = ({"cmap": "RdBu_r", "norm": TwoSlopeNorm(0, vmin=min(w.min(), -1e-3), vmax=max(w.max(), 1e-3))} if signed
+              else {"cmap": "viridis", "vmin": 0, "vmax": max(float(w.max()), 1e-6)})
+        ax.imshow(w, **kw)
+        ax.set_title(f"{v}\nL{align['layer']}H{align['head']} align {align['best']:.2f}", fontsize=8)
+    fig.suptitle("recall: the best-aligned head of each variant (one example; rows: queries, columns: keys; "
+                 "colour: 0..its largest weight, blue-red where signed)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    from attnexp import attention
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--variants", default=",".join(attention.registered()), help="comma list (default: all registered)")
+    ap.add_argument("--tasks", default=",".join(TASKS))
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=4, help="trainer.max_epochs of every run")
+    ap.add_argument("--runs", help="where the sweeps go (default: a new temporary folder)")
+    ap.add_argument("--tag", default="")
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides for every run, e.g. data.n_sentences=1000")
+    args = ap.parse_args()
+    variants, tasks = args.variants.split(","), args.tasks.split(",")
+    extra = list(args.overrides)
+    root = Path(args.runs or tempfile.mkdtemp(prefix="atlas-"))
+    print(f"atlas: {len(variants)} variants x {len(tasks)} tasks x {args.seeds} seeds, {args.epochs} epochs each; runs in {root}", flush=True)
+
+    table, per_run, walls = {}, {}, {}
+    for task in tasks:
+        walls[task] = round(sweep(task, variants, args.seeds, args.epochs, root, extra), 1)
+        rows = [run_row(p.parent) for p in sorted((root / task).glob("*/summary.json"))]
+        per_run[task] = rows
+        table[task] = {v: aggregate([r for r in rows if r["variant"] == v]) for v in variants if any(r["variant"] == v for r in rows)}
+        print(f"{task}: {len(rows)} runs in {walls[task]:.0f} s", flush=True)
+
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    md = markdown(table, tasks, variants)
+    (RESULTS / "images").mkdir(parents=True, exist_ok=True)
+    title = f"{args.seeds} seeds, {args.epochs} epochs, {device}"
+    accuracy_figure(table, tasks, variants, RESULTS / "images" / f"atlas_accuracy{args.tag}.png", f"atlas: {title}")
+    if "recall" in per_run:
+        recall_figure(per_run["recall"], variants, RESULTS / "images" / f"atlas_recall{args.tag}.png")
+    meta = {"device": device, "torch": torch.__version__, "seeds": args.seeds, "epochs": args.epochs,
+            "overrides": args.overrides, "wall_s": walls, "total_wall_s": round(sum(walls.values()), 1), "runs_dir": str(root)}
+    (RESULTS / f"atlas_{device}{args.tag}.json").write_text(json.dumps({**meta, "table": table, "runs": per_run}, indent=1) + "\n")
+    header = (f"# Atlas ({title}; {meta['total_wall_s'] / 60:.0f} minutes)\n\n"
+              f"`python scripts/atlas.py --seeds {args.seeds} --epochs {args.epochs}"
+              f"{' ' + ' '.join(args.overrides) if args.overrides else ''}`\n")
+    (RESULTS / f"atlas_{device}{args.tag}.md").write_text(header + md)
+    print(header + md)
+
+
+if __name__ == "__main__":
+    main()
