@@ -52,6 +52,15 @@ class ModelConfig:
     pos_emb: str = "auto"  # auto | learned | none  (auto: none when the variant encodes positions)
     tie_embeddings: bool = True
     compile: bool = False  # torch.compile the training forward (the map probe keeps the eager modules)
+    # Start from pretrained weights: "hf:<hub name or local folder>" (BERT or GPT-2 family, through
+    # transformers: pip install 'attnexp[hf]'). Sizes, the fields below and the tokenizer then come
+    # from the checkpoint's config.
+    init: str | None = None
+    norm: str = "pre"  # pre (GPT-2, nanoGPT) | post (BERT: LayerNorm after each residual add)
+    ln_eps: float = 1e-5  # LayerNorm eps (BERT: 1e-12)
+    activation: str = "gelu"  # gelu | gelu_tanh (GPT-2's "gelu_new")
+    type_vocab_size: int = 0  # token-type (segment) embeddings, as BERT's sentence A/B; 0 = none
+    embed_norm: bool = False  # a LayerNorm on the summed embeddings (BERT)
 
     @property
     def ff_dim(self) -> int:
@@ -92,6 +101,7 @@ class MapsConfig:
     images_to_logger: bool = True  # PNG grids to TensorBoard / wandb (stats are always logged)
     animation: bool = True  # maps/evolution_exK.gif at the end of training
     html: bool = True  # maps/viewer.html at the end of training
+    bertviz: bool = False  # also bertviz's head_view / model_view pages of the probe set (pip install 'attnexp[hf]')
 
 
 @dataclass
@@ -182,6 +192,11 @@ def validate_maps(m: MapsConfig) -> None:
     check(m.viewer_tokens >= 2, f"maps.viewer_tokens={m.viewer_tokens} must be >= 2")
     one_of(m.long, ("blocks", "first"), "maps.long")
     one_of(m.scale, ("row", "head", "log", "linear"), "maps.scale")
+    if m.bertviz:
+        import importlib.util
+
+        check(importlib.util.find_spec("bertviz") is not None,
+              "maps.bertviz=true needs bertviz: pip install 'attnexp[hf]' (or set maps.bertviz=false)")
 
 
 _KINDS = {  # the type names used in our dataclasses' annotations -> (accepts, what the message asks for)
@@ -235,6 +250,12 @@ def validate_model(m: ModelConfig) -> None:
           f"pick n_heads from {[h for h in range(1, m.d_model + 1) if m.d_model % h == 0 and h <= 64]}")
     check(0 <= m.dropout < 1, f"model.dropout={m.dropout} must be in [0, 1)")
     one_of(m.pos_emb, ("auto", "learned", "none"), "model.pos_emb")
+    one_of(m.norm, ("pre", "post"), "model.norm")
+    one_of(m.activation, ("gelu", "gelu_tanh"), "model.activation")
+    check(m.ln_eps > 0, f"model.ln_eps={m.ln_eps} must be > 0")
+    check(m.type_vocab_size >= 0, f"model.type_vocab_size={m.type_vocab_size} must be >= 0")
+    check(m.init is None or str(m.init).startswith("hf:"),
+          f"model.init={m.init!r}: give hf:<hub name or local folder> (e.g. model.init=hf:bert-base-uncased), or null")
 
 
 def validate_task(t: TaskConfig, a: AttentionConfig) -> None:

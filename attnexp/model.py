@@ -23,15 +23,23 @@ class ModelOutput:
 
 
 class Block(nn.Module):
+    """Pre-norm (x + f(LN(x)), GPT-2/nanoGPT) or post-norm (LN(x + f(x)), BERT) residual block."""
+
     def __init__(self, m: ModelConfig, a: AttentionConfig, layer: int = 0):
         super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(m.d_model), nn.LayerNorm(m.d_model)
+        self.post = m.norm == "post"
+        self.ln1, self.ln2 = nn.LayerNorm(m.d_model, eps=m.ln_eps), nn.LayerNorm(m.d_model, eps=m.ln_eps)
         self.attn = attention.build(m.d_model, m.n_heads, a, layer)
-        self.mlp = nn.Sequential(nn.Linear(m.d_model, m.ff_dim), nn.GELU(), nn.Linear(m.ff_dim, m.d_model))
+        act = nn.GELU(approximate="tanh" if m.activation == "gelu_tanh" else "none")
+        self.mlp = nn.Sequential(nn.Linear(m.d_model, m.ff_dim), act, nn.Linear(m.ff_dim, m.d_model))
         self.drop = nn.Dropout(m.dropout)
 
     def forward(self, x_BTD, mask: MaskSpec, need_weights: bool = False, head_mask_H: Tensor | None = None):
         kw = {} if head_mask_H is None else {"head_mask_H": head_mask_H}  # the fused family takes one (ablations)
+        if self.post:
+            y, w = self.attn(x_BTD, mask, need_weights, **kw)
+            x_BTD = self.ln1(x_BTD + self.drop(y))
+            return self.ln2(x_BTD + self.drop(self.mlp(x_BTD))), w
         y, w = self.attn(self.ln1(x_BTD), mask, need_weights, **kw)
         x_BTD = x_BTD + self.drop(y)
         return x_BTD + self.drop(self.mlp(self.ln2(x_BTD))), w
@@ -49,9 +57,11 @@ class Transformer(nn.Module):
         self.tok_emb = nn.Embedding(vocab_size, m.d_model)
         learned = m.pos_emb == "learned" or (m.pos_emb == "auto" and not attention.get(a.name).positional)
         self.pos_emb = nn.Embedding(m.max_len, m.d_model) if learned else None
+        self.type_emb = nn.Embedding(m.type_vocab_size, m.d_model) if m.type_vocab_size else None
+        self.emb_ln = nn.LayerNorm(m.d_model, eps=m.ln_eps) if m.embed_norm else nn.Identity()
         self.drop = nn.Dropout(m.dropout)
         self.blocks = nn.ModuleList(Block(m, a, i) for i in range(m.n_layers))
-        self.ln_f = nn.LayerNorm(m.d_model)
+        self.ln_f = nn.Identity() if m.norm == "post" else nn.LayerNorm(m.d_model, eps=m.ln_eps)  # post-norm ends normed
         if head == "lm":
             self.head = nn.Linear(m.d_model, vocab_size, bias=False)
             if m.tie_embeddings:
@@ -70,8 +80,9 @@ class Transformer(nn.Module):
                 nn.init.zeros_(mod.bias)
 
     def forward(self, input_ids_BT: Tensor, pad_mask_BT: Tensor | None = None, need_weights: bool = False,
-                head_mask_LH: Tensor | None = None) -> ModelOutput:
-        """head_mask_LH: 1 keeps a head, 0 silences it (its output is zeroed before the output projection)."""
+                head_mask_LH: Tensor | None = None, token_type_ids_BT: Tensor | None = None) -> ModelOutput:
+        """head_mask_LH: 1 keeps a head, 0 silences it (its output is zeroed before the output projection).
+        token_type_ids_BT: segment ids (BERT's sentence A = 0, B = 1); zeros when not given."""
         B, T = input_ids_BT.shape
         if T > self.m.max_len:
             raise ValueError(f"sequence length {T} exceeds model.max_len={self.m.max_len}")
@@ -80,7 +91,10 @@ class Transformer(nn.Module):
         x = self.tok_emb(input_ids_BT)
         if self.pos_emb is not None:
             x = x + self.pos_emb(torch.arange(T, device=x.device))
-        x = self.drop(x)
+        if self.type_emb is not None:
+            types = torch.zeros_like(input_ids_BT) if token_type_ids_BT is None else token_type_ids_BT
+            x = x + self.type_emb(types)
+        x = self.drop(self.emb_ln(x))
         maps = []
         for i, block in enumerate(self.blocks):
             x, w = block(x, mask, need_weights, None if head_mask_LH is None else head_mask_LH[i])
@@ -102,7 +116,6 @@ class Transformer(nn.Module):
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
-
 
     def matmul_params(self) -> int:
         """Weights of the matrix products every position goes through (projections, MLPs, the LM

@@ -3,7 +3,7 @@ typo in an override is reported in about a second)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -85,9 +85,19 @@ def load_run(cfg: DictConfig) -> Run:
           f"trainer.accelerator={trainer.accelerator} but no CUDA GPU is visible here; use trainer.accelerator=auto "
           f"(a GPU when there is one) or trainer=cpu")
     data = load_data_config(section(cfg, "data"), t)  # before the model: model.max_len follows data.max_len
+    a = from_dict(AttentionConfig, section(cfg, "attention"), "attention")
+    if m.init:  # pretrained: sizes, norm, attention layout and tokenizer are the checkpoint's
+        from attnexp import hf
+
+        validate_model(m)
+        source = hf.source_of(m.init)
+        m, a = hf.configs(source, m, a)
+        check(hasattr(data, "tokenizer"), f"model.init={m.init} needs text tokenized with the checkpoint's tokenizer: "
+                                          f"data=newsgroups (e.g. experiment=newsgroups_bert), not data={data.name}")
+        if data.tokenizer is None:
+            data = replace(data, tokenizer=hf.tokenizer_of(source), lowercase=False)  # its own normalizer lowercases
     validate_model(m)
-    a = attention.validate(from_dict(AttentionConfig, section(cfg, "attention"), "attention"), m,
-                           training_on_cpu=training_on_cpu(trainer))
+    a = attention.validate(a, m, training_on_cpu=training_on_cpu(trainer))
     validate_task(t, a)
     validate_optim(o)
     check(data.max_len <= m.max_len,

@@ -44,6 +44,8 @@ def resolve_precision(run: Run) -> str | int:
     gpu = not training_on_cpu(run.trainer) and torch.cuda.is_available()
     return ("bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed") if gpu else "32-true"
 
+log = logging.getLogger(__name__)
+
 
 class _DropAdverts(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
@@ -179,6 +181,11 @@ def _train(run: Run, stops: StopSignals, callbacks: Sequence[L.Callback]) -> dic
         check(dm.num_classes, f"data={run.data.name} has no labels for task=classify")
     check(len(dm.splits["train"]) > 0, f"data={run.data.name} has no training examples; nothing to train on")
     module = AttnexpModule.from_configs(run.model, run.attention, run.task, run.optim, dm.vocab_size, dm.num_classes)
+    if run.model.init and ckpt is None:  # a resumed run takes every weight from its checkpoint instead
+        from attnexp import hf
+
+        hf.load_into(module.model, hf.source_of(run.model.init))
+        log.info("weights from %s (the task head starts fresh)", run.model.init)
     if ckpt is not None:
         checkpoints.check_shapes(ckpt, module.state_dict(), "resume", resume)
         del ckpt

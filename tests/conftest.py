@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from attnexp.cli import compose, conf_dir
 
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never download: a hub name must fail at once, not after retries
 CONF = conf_dir()
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 

@@ -18,6 +18,10 @@ def test_every_option_composes_and_validates(group, option, tmp_path):
     if group == "trainer" and option == "gpu":
         overrides.append("attention.backend=sdpa")  # composes; training needs a GPU
     cfg = compose_cfg(overrides, tmp_path)
+    if group == "experiment" and option == "newsgroups_bert":  # the hub's bert-base-uncased; tests are offline
+        with pytest.raises(ConfigError, match=r"hf:bert-base-uncased: no such folder.*give hf:DIR"):
+            load_run(cfg)
+        return
     if group == "trainer" and option in ("gpu", "fsdp") and not torch.cuda.is_available():
         with pytest.raises(ConfigError, match="no CUDA GPU is visible here"):  # composes; refused before training
             load_run(cfg)

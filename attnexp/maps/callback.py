@@ -30,6 +30,7 @@ class AttentionMaps(L.Callback):
         self.viewer: Viewer | None = None  # viewer.html's data, added to at every snapshot
         self.shape: tuple[int, int] = (0, 0)  # layers, heads
         self.last_alignment: dict | None = None
+        self._last = None  # the last snapshot's weights (maps.bertviz writes them at the end)
         self._resumed_epochs: list[int] = []
 
     def setup(self, trainer, pl_module, stage):
@@ -89,6 +90,7 @@ class AttentionMaps(L.Callback):
         grids = save_snapshot(self.dir, f"epoch{epoch:03d}", w, self.probe, s, f"epoch {epoch} (step {step})", self.cfg,
                               scores, epoch=epoch, step=step)
         self._add_to_viewer(epoch, w)
+        self._last = w
         for b, (img, png) in enumerate(grids):
             if self.cfg.animation:
                 self.frames.setdefault(b, []).append(img)
@@ -108,6 +110,10 @@ class AttentionMaps(L.Callback):
             render.gif(frames, self.dir / f"evolution_ex{b}.gif")
         if self.cfg.html and self.viewer is not None and self.viewer.epochs:
             self.viewer.write(self.dir / "viewer.html", str(Path(trainer.default_root_dir).name), self.cfg.scale, *self.shape)
+        if self.cfg.bertviz and getattr(self, "_last", None) is not None:  # the last snapshot, in bertviz's views
+            from attnexp.maps import bertviz_export
+
+            bertviz_export.write(self.dir, self._last, self.probe.tokens)
 
     def _add_to_viewer(self, epoch: int, w: np.ndarray) -> None:
         if not self.cfg.html:

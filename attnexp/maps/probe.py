@@ -19,6 +19,7 @@ class Probe:
     ids: list[list[int]]
     tokens: list[list[str]]
     targets: list[list[tuple[int, int]]] = field(default_factory=list)  # (query, key) the task requires
+    types: list[list[int]] | None = None  # token types (BERT's segment A = 0 / B = 1) of a text pair
 
     @property
     def lengths(self) -> list[int]:
@@ -48,7 +49,8 @@ def attention_maps(model, probe: Probe, pad_id: int) -> np.ndarray:
     try:
         device = next(model.parameters()).device
         ids, pad_mask = probe.batch(pad_id, device)
-        out = model(ids, pad_mask, need_weights=True)
+        types = None if probe.types is None else pad(probe.types, 0)[0].to(device)
+        out = model(ids, pad_mask, need_weights=True, **({} if types is None else {"token_type_ids_BT": types}))
     finally:
         model.train(was_training)
     w = torch.stack(out.attn).float()  # (L, B, H, T, T)
