@@ -133,6 +133,7 @@ def train(run: Run, callbacks: Sequence[L.Callback] = ()) -> dict:
     `callbacks`: Lightning callbacks of the caller's, added to those the config builds."""
     out = run.out_dir
     out.mkdir(parents=True, exist_ok=True)
+    threads_before = torch.get_num_threads()  # `threads=` is this run's: the next job of a sweep starts from the default
     with StopSignals() as stops:
         try:
             summary = _train(run, stops, callbacks)
@@ -149,6 +150,8 @@ def train(run: Run, callbacks: Sequence[L.Callback] = ()) -> dict:
             write_json(out / "summary.json", {**error_record(out, status, msg, run.choices, run.overrides, run.sweep_dir),
                                               **({"signal": e.signame} if isinstance(e, Interrupted) else {})})
             raise
+        finally:
+            torch.set_num_threads(threads_before)
 
 
 def _status(out: Path) -> str | None:

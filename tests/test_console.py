@@ -67,7 +67,9 @@ def test_a_run_ends_with_a_block_and_tensorboard_gets_hparams_and_aligned_images
     s = json.loads((run_dir / "summary.json").read_text())
     block = out[out.index("attnexp: run completed"):]
     assert f"attnexp: run completed · {run_dir}" in block
-    assert f"best     val/loss {s['metrics']['best']['value']:.4f} at epoch 1 (checkpoints/best-epoch01.ckpt)" in block
+    best = s["metrics"]["best"]  # which epoch was best depends on float rounding (thread count), not on this test
+    epoch = int(best["checkpoint"].split("best-epoch")[1][:2])
+    assert f"best     val/loss {best['value']:.4f} at epoch {epoch} (checkpoints/best-epoch{epoch:02d}.ckpt)" in block
     assert "test     test/acc" in block and "tokens/s" in block and "maps     maps/viewer.html" in block
     # HPARAMS: an hparams record with the settings and the final metrics
     records = []

@@ -32,6 +32,14 @@ def test_fast_dev_run_each_task_and_mask(task, mask, tmp_path):
     assert (tmp_path / "summary.json").is_file() and (tmp_path / "config_resolved.yaml").is_file()
 
 
+def test_a_runs_thread_count_does_not_leak_into_the_next(tmp_path):
+    """Jobs of a sweep share a process: `threads=1` in one must not slow (or change) the next."""
+    before = torch.get_num_threads()
+    cfg = compose_cfg(["threads=1", "trainer.fast_dev_run=true", *FAST], tmp_path)
+    assert train(load_run(cfg))["device"].endswith("1 threads)")
+    assert torch.get_num_threads() == before
+
+
 @pytest.mark.slow
 def test_short_run_learns_and_writes_outputs(tmp_path):
     cfg = compose_cfg(["trainer.max_epochs=3", "data.n_sentences=1500", "logger=tensorboard",
