@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from attnexp.run import Run
 
-SCHEMA = 3  # 2 added `overrides`; 3: statuses running/diverged/pruned, signal, resumed_from, pid/host, sweep, strict JSON
+SCHEMA = 4  # 2 added `overrides`; 3: statuses running/diverged/pruned, signal, resumed_from, pid/host, sweep, strict JSON;
+# 4: perf (tokens/s, TFLOP/s, MFU of the last epoch), startup_s, early_stopping
 STATUSES = ("running", "completed", "interrupted", "diverged", "pruned", "failed", "config_error")
 
 
