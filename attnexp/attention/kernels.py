@@ -56,6 +56,16 @@ def eager(q, k, v, mask: MaskSpec, *, scale, bias: Tensor | None = None, dropout
     return probs @ v, weights
 
 
+def eager_weighted(q, k, v, weigh: Callable[[Tensor], Tensor], *, dropout_p=0.0, training=False,
+                   need_weights=False) -> tuple[Tensor, Tensor | None]:
+    """Eager attention whose rows are not a softmax (sigmoid, softpick): `weigh` turns the scaled
+    scores (B, H, T, T) into the weights, masking included; returns (weights @ v, weights | None)."""
+    k, v = repeat_kv(k, v, q.shape[1])
+    w = weigh((q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1]))
+    p = F.dropout(w, dropout_p, training) if dropout_p > 0 else w
+    return p @ v, (w if need_weights else None)
+
+
 def sdpa(q, k, v, mask: MaskSpec, *, scale, bias: Tensor | None = None, dropout_p=0.0, training=False):
     T = q.shape[2]
     drop = dropout_p if training else 0.0

@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from attnexp.attention.kernels import repeat_kv
+from attnexp.attention.kernels import eager_weighted
 from attnexp.attention.registry import register
 from attnexp.attention.variants.fused import FusedMultiHead
 
@@ -45,8 +45,6 @@ class SigmoidAttention(FusedMultiHead):
 
     def kernel(self, q, k, v, mask, need_weights, bias):
         T = q.shape[2]
-        k, v = repeat_kv(k, v, q.shape[1])
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
-        w = sigmoid_weights(scores, mask.allowed(T, q.device), length_bias(mask, T, q.device, scores.dtype))
-        p = torch.nn.functional.dropout(w, self.cfg.dropout, self.training) if self.cfg.dropout > 0 else w
-        return p @ v, (w if need_weights else None)
+        allowed, b = mask.allowed(T, q.device), length_bias(mask, T, q.device, q.dtype)
+        return eager_weighted(q, k, v, lambda scores: sigmoid_weights(scores, allowed, b), dropout_p=self.cfg.dropout,
+                              training=self.training, need_weights=need_weights)

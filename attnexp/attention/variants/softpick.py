@@ -13,12 +13,11 @@ key is all zeros (0 / eps), never NaN. Eager only: sdpa and flex compute softmax
 
 from __future__ import annotations
 
-import math
 
 import torch
 import torch.nn.functional as F
 
-from attnexp.attention.kernels import repeat_kv
+from attnexp.attention.kernels import eager_weighted
 from attnexp.attention.registry import register
 from attnexp.attention.variants.fused import FusedMultiHead
 from attnexp.config import check
@@ -50,9 +49,6 @@ class Softpick(FusedMultiHead):
         check(a.eps > 0, f"attention.eps={a.eps} must be > 0 (it keeps an all-zero row's denominator away from 0)")
 
     def kernel(self, q, k, v, mask, need_weights, bias):
-        k, v = repeat_kv(k, v, q.shape[1])
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
-        allowed = mask.allowed(q.shape[2], q.device).expand_as(scores)
-        w = softpick(scores, allowed, self.cfg.eps)
-        p = F.dropout(w, self.cfg.dropout, self.training) if self.cfg.dropout > 0 else w
-        return p @ v, (w if need_weights else None)
+        allowed = mask.allowed(q.shape[2], q.device)
+        return eager_weighted(q, k, v, lambda scores: softpick(scores, allowed.expand_as(scores), self.cfg.eps),
+                              dropout_p=self.cfg.dropout, training=self.training, need_weights=need_weights)
