@@ -13,7 +13,6 @@ key is all zeros (0 / eps), never NaN. Eager only: sdpa and flex compute softmax
 
 from __future__ import annotations
 
-
 import torch
 import torch.nn.functional as F
 
