@@ -309,4 +309,7 @@ def _finished(recorder: RunRecorder, trainer, maps, out: Path, status: str | Non
         for lg in trainer.loggers:
             if isinstance(lg, TensorBoardLogger):
                 lg.log_hyperparams(params, metrics, step=trainer.global_step)
+                # written after Lightning finalized the logger: flush now, or the record waits for
+                # the writer's 2-minute timer (or is lost when the process ends first)
+                lg.experiment.flush()
     return summary
