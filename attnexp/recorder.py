@@ -213,7 +213,10 @@ class RunRecorder(L.Callback):
             return None
         path = self.out_dir / "checkpoints" / name
         try:
-            trainer.save_checkpoint(path, weights_only=False)
+            # A save, and a whole one (optimizer, schedule, loops, callbacks' state) so that resume=
+            # continues from it; every checkpoint attnexp reads goes through checkpoints.load, which
+            # unpickles with weights_only=True.
+            trainer.save_checkpoint(path)
             return path
         except Diverged:
             return None

@@ -94,7 +94,9 @@ def test_sigint_in_process_is_an_interrupt_with_a_checkpoint(tmp_path):
     s = train(run_of(QUICK, tmp_path), callbacks=[SignalAt(3, signal.SIGINT)])
     assert s["status"] == "interrupted" and s["signal"] == "SIGINT" and s["steps"] == 3
     assert checkpoints.newest(tmp_path) == tmp_path / "checkpoints" / "interrupted.ckpt"
-    assert checkpoints.load(tmp_path / "checkpoints" / "interrupted.ckpt")["global_step"] == 3
+    saved = checkpoints.load(tmp_path / "checkpoints" / "interrupted.ckpt")  # read as data (weights_only=True)
+    assert saved["global_step"] == 3
+    assert saved["optimizer_states"] and saved["lr_schedulers"], "a whole checkpoint: resume= continues from it"
 
 
 def test_a_cluster_signal_stops_cleanly_then_runs_the_handler_that_was_there(tmp_path):
