@@ -117,13 +117,11 @@ class RunRecorder(L.Callback):
             set_rng_state(self._rng)
             self._rng = None
         self.t_fit0 = time.perf_counter()
-        self.write(trainer, "running")
-
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        if "startup_s" not in self.extra:  # from `python -m attnexp` to the first training step
+        if "startup_s" not in self.extra:  # from `python -m attnexp` to training's start (once, not in the step)
             main = sys.modules.get("__main__")
             started = getattr(main, "STARTED", None) if getattr(main, "__package__", None) == "attnexp" else None
             self.extra["startup_s"] = round(time.time() - started, 2) if started else None
+        self.write(trainer, "running")
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         n = batch["n_tokens"]  # a Python int from the collator: host arithmetic, no device op

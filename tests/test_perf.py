@@ -57,6 +57,7 @@ def test_a_summary_reports_throughput_and_flops(tmp_path):
     s = train(run_of(TINY, tmp_path))
     perf = s["perf"]
     assert perf["tokens_per_s"] > 0 and perf["tflops"] > 0 and perf["mfu"] is None  # no known peak for a CPU
+    assert s["startup_s"] is None  # trained from Python, not `python -m attnexp`: no start to count from
 
 
 def test_batch_lengths_round_up_for_compiled_kernels():

@@ -118,6 +118,8 @@ def test_cli_sweep_keeps_going_past_a_bad_job(tmp_path):
     assert "1 run(s) of the sweep failed" in r.stderr
     status = sorted(json.loads(p.read_text())["status"] for p in tmp_path.glob("multirun/*/*/*/summary.json"))
     assert status == ["completed", "config_error"]
+    done = [json.loads(p.read_text()) for p in tmp_path.glob("multirun/*/*/*/summary.json")]
+    assert [0 < s["startup_s"] < 120 for s in done if s["status"] == "completed"] == [True]  # `python -m attnexp` to training
     # `compare` with no folder reads the newest sweep: one row a job, the swept key as a column
     r = run_cli("compare", cwd=tmp_path)
     assert r.returncode == 0, r.stderr

@@ -94,13 +94,16 @@ def flex(q, k, v, mask: MaskSpec, *, scale, score_mod=None, dropout_p=0.0, train
     scores (B, H, T) in natural log."""
     if dropout_p > 0 and training:
         raise ValueError("FlexAttention has no attention dropout; set attention.dropout=0 or use backend sdpa")
-    from torch.nn.attention.flex_attention import AuxRequest
+    aux = None
+    if return_lse:
+        from torch.nn.attention.flex_attention import AuxRequest
 
+        aux = AuxRequest(lse=True)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
         out = _flex_fn(q.device.type)(
             q, k, v, score_mod=score_mod, block_mask=mask.block_mask(q.shape[2], q.device),
-            scale=scale, enable_gqa=k.shape[1] != q.shape[1], return_aux=AuxRequest(lse=True) if return_lse else None,
+            scale=scale, enable_gqa=k.shape[1] != q.shape[1], return_aux=aux,
         )
     return (out[0], out[1].lse) if return_lse else out
 
