@@ -98,6 +98,9 @@ def load_run(cfg: DictConfig) -> Run:
             data = replace(data, tokenizer=hf.tokenizer_of(source), lowercase=False)  # its own normalizer lowercases
     validate_model(m)
     a = attention.validate(a, m, training_on_cpu=training_on_cpu(trainer))
+    if data.pad_to_multiple_of is None and a.backend == "flex":
+        # FlexAttention compiles once per sequence length: rounded batch lengths keep that to a few shapes
+        data = replace(data, pad_to_multiple_of=128)
     validate_task(t, a)
     validate_optim(o)
     check(data.max_len <= m.max_len,

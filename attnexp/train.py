@@ -175,10 +175,7 @@ def _train(run: Run, stops: StopSignals, callbacks: Sequence[L.Callback]) -> dic
 
     resume = resume_path(run)
     ckpt = checkpoints.load(resume, "resume") if resume else None
-    # FlexAttention compiles once per sequence length: rounded batch lengths keep that to a few shapes
-    pad_multiple = run.data.pad_to_multiple_of or (128 if run.attention.backend == "flex" else 1)
-    dm = build_datamodule(run.data, run.task, causal=run.attention.causal, run_dir=str(out), seed=run.seed,
-                          pad_multiple=pad_multiple)
+    dm = build_datamodule(run.data, run.task, causal=run.attention.causal, run_dir=str(out), seed=run.seed)
     dm.setup("fit")
     if run.task.name == "classify":
         check(dm.num_classes, f"data={run.data.name} has no labels for task=classify")

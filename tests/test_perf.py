@@ -65,13 +65,14 @@ def test_batch_lengths_round_up_for_compiled_kernels():
     assert ids.shape == (2, 128) and mask.sum().item() == 4
     assert pad([[1] * 150], 0, multiple=128, cap=200)[0].shape == (1, 200)  # not beyond the model's max_len
     assert pad([[1] * 5], 0)[0].shape == (1, 5)
+    assert pad([[1] * 5], 0, multiple=8)[0].shape == (1, 8)  # no cap: rounded all the same
 
 
 def test_flex_runs_get_rounded_batches(tmp_path):
     from attnexp.data import build_datamodule
 
     run = run_of(["data.n_sentences=300", "data.pad_to_multiple_of=16"])
-    dm = build_datamodule(run.data, run.task, causal=True, pad_multiple=run.data.pad_to_multiple_of)
+    dm = build_datamodule(run.data, run.task, causal=True)
     dm.setup()
     assert {b["input_ids"].shape[1] % 16 for b in dm.train_dataloader()} <= {0, 64 % 16}
 

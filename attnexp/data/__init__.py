@@ -8,12 +8,8 @@ import importlib
 from attnexp.config import TaskConfig
 
 
-def build_datamodule(cfg, task: TaskConfig, causal: bool, run_dir: str | None = None, seed: int = 0,
-                     pad_multiple: int = 1):
+def build_datamodule(cfg, task: TaskConfig, causal: bool, run_dir: str | None = None, seed: int = 0):
     """`cfg` is a validated data config (attnexp.data.configs); its `module` names the DataModule.
-    `seed` (the run's) orders the training batches of every epoch; batch lengths are rounded up to
-    `pad_multiple` (data.pad_to_multiple_of)."""
+    `seed` (the run's) orders the training batches of every epoch."""
     module, _, cls = type(cfg).module.partition(":")
-    dm = getattr(importlib.import_module(module), cls)(cfg, task, causal=causal, run_dir=run_dir, seed=seed)
-    dm.pad_multiple = pad_multiple
-    return dm
+    return getattr(importlib.import_module(module), cls)(cfg, task, causal=causal, run_dir=run_dir, seed=seed)

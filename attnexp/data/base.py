@@ -123,10 +123,8 @@ class TokenDataModule(L.LightningDataModule):
 
     def collator(self, per_epoch: bool) -> Collator:
         return Collator(self.objective, self.pad_id, self.mask_id, self.vocab_size, self.first_word_id,
-                        self.task.mask_prob, seed=self.seed, per_epoch=per_epoch, pad_multiple=self.pad_multiple,
-                        max_len=self.cfg.max_len)
-
-    pad_multiple = 1  # set by build_datamodule (128 for FlexAttention, or data.pad_to_multiple_of)
+                        self.task.mask_prob, seed=self.seed, per_epoch=per_epoch,
+                        pad_multiple=self.cfg.pad_to_multiple_of or 1, max_len=self.cfg.max_len)
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         items, cfg = self.splits[split], self.cfg

@@ -22,7 +22,8 @@ def pad(seqs: list[list[int]], pad_id: int, multiple: int = 1, cap: int | None =
     lengths = [len(s) for s in seqs]
     T = max(lengths)
     if multiple > 1:
-        T = min(-(-T // multiple) * multiple, max(cap or T, T))
+        rounded = -(-T // multiple) * multiple
+        T = max(T, min(rounded, cap)) if cap else rounded
     ids = torch.tensor([list(s) + [pad_id] * (T - len(s)) for s in seqs], dtype=torch.long)  # one call, not one per row
     return ids, torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]
 
