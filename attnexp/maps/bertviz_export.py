@@ -35,16 +35,19 @@ def require() -> None:
         raise ConfigError("maps.bertviz=true needs bertviz: pip install 'attnexp[hf]' (or set maps.bertviz=false)")
 
 
-def write(out_dir: Path, w: np.ndarray, tokens: list[list[str]], sentence_b_start: list[int | None] | None = None) -> list[Path]:
-    """w: (L, B, H, T, T) weights; one head_view and one model_view page per example."""
+def write(out_dir: Path, w: np.ndarray, probe) -> list[Path]:
+    """w: (L, B, H, T, T) weights of the probe set; one head_view and one model_view page per
+    example. A sentence pair (token types, from `attnexp maps hf=... text_pair=...`) is split
+    where segment B starts."""
     import torch
     from bertviz import head_view, model_view
 
     paths, libs = [], _libraries()
-    for b, toks in enumerate(tokens):
+    for b, toks in enumerate(probe.tokens):
         n = len(toks)
         attn = [torch.from_numpy(np.ascontiguousarray(w[layer, b, :, :n, :n], dtype=np.float32))[None] for layer in range(w.shape[0])]
-        split = sentence_b_start[b] if sentence_b_start else None
+        types = probe.types[b] if probe.types else []
+        split = types.index(1) if 1 in types else None
         for name, view in (("head", head_view), ("model", model_view)):
             page = view(attn, list(toks), sentence_b_start=split, html_action="return")
             path = out_dir / f"bertviz_{name}_view_ex{b}.html"

@@ -113,7 +113,7 @@ class AttentionMaps(L.Callback):
         if self.cfg.bertviz and getattr(self, "_last", None) is not None:  # the last snapshot, in bertviz's views
             from attnexp.maps import bertviz_export
 
-            bertviz_export.write(self.dir, self._last, self.probe.tokens)
+            bertviz_export.write(self.dir, self._last, self.probe)
 
     def _add_to_viewer(self, epoch: int, w: np.ndarray) -> None:
         if not self.cfg.html:

@@ -6,6 +6,7 @@ a trained checkpoint for any text — a PNG grid, the raw weights (.npz) and a v
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from attnexp.config import ConfigError, MapsConfig, from_dict, validate_maps
@@ -106,83 +107,83 @@ def out_folder(args: dict, default: Path) -> Path:
     return out
 
 
-def _hf_maps(args: dict) -> int:
-    """A pretrained model's maps: weights and tokenizer from transformers / tokenizers, drawn by the same code."""
-    from tokenizers import Tokenizer
+@dataclass
+class Source:
+    """What to draw: a model in eval mode, its probe set and pad id, a title, the epoch the viewer
+    shows and the folder the maps go to when out= is not given."""
 
-    from attnexp import attention, hf
-    from attnexp.config import AttentionConfig, ModelConfig
-    from attnexp.maps import stats
-    from attnexp.maps.html import write_viewer
-    from attnexp.maps.probe import Probe, attention_maps, save_snapshot
-    from attnexp.model import Transformer
-
-    source = args["hf"]
-    view = view_of(args)
-    if args.get("bertviz") == "true":
-        from attnexp.maps import bertviz_export
-
-        bertviz_export.require()
-    m, a = hf.configs(source, ModelConfig(), AttentionConfig(backend="eager"))
-    a = attention.validate(a, m)
-    model = Transformer(m, a, hf.hf_config(source).vocab_size)
-    hf.load_into(model, source)
-    tok_path = hf.tokenizer_of(source)
-    tok = Tokenizer.from_file(tok_path) if Path(tok_path).exists() else Tokenizer.from_pretrained(tok_path)
-    tok.no_truncation()
-    pairs = args["text_pair"] or [None] * len(args["text"])
-    encs = [tok.encode(t, p) for t, p in zip(args["text"], pairs)]
-    ids = [e.ids[: m.max_len] for e in encs]
-    types = [e.type_ids[: m.max_len] for e in encs]
-    probe = Probe(ids, [e.tokens[: m.max_len] for e in encs], types=types if m.type_vocab_size else None)
-    pad_id = tok.token_to_id("[PAD]") or 0
-    w = attention_maps(model.eval(), probe, pad_id=pad_id)
-    name = Path(source).name or source.replace("/", "_")
-    out = out_folder(args, Path("maps") / f"hf_{name}")
-    save_snapshot(out, "maps", w, probe, stats.head_stats(w, probe.lengths), f"{name} (pretrained)", view)
-    write_viewer(out / "viewer.html", [(0, w)], probe.tokens, view.viewer_tokens, title=name, long=view.long, scale=view.scale)
-    if args.get("bertviz") == "true":
-        starts = [t.index(1) if 1 in t else None for t in types] if m.type_vocab_size else None
-        bertviz_export.write(out, w, probe.tokens, starts)
-    print(f"maps of {len(ids)} text(s) from {source} -> {out}/ (maps_ex0.png ..., maps.npz, viewer.html"
-          f"{', bertviz_*_view_ex*.html' if args.get('bertviz') == 'true' else ''})")
-    return 0
+    model: object
+    probe: object
+    pad_id: int
+    title: str
+    epoch: int
+    default_out: Path
 
 
-def _maps(args: dict) -> int:
+def from_checkpoint(args: dict) -> Source:
     from attnexp import checkpoints
-    from attnexp.maps import stats
-    from attnexp.maps.html import write_viewer
-    from attnexp.maps.probe import Probe, attention_maps, save_snapshot
+    from attnexp.maps.probe import Probe
 
-    if "hf" in args:
-        return _hf_maps(args)
     path = Path(args["ckpt"])
     ckpt = checkpoints.load(path, "ckpt")
     enc = encoder_from(ckpt)
     module = module_from(ckpt, path)
-    max_len = module.mcfg.max_len
-    ids = [enc.encode(t)[:max_len] for t in args["text"]]
-    for t, x in zip(args["text"], ids):
+    ids = [enc.encode(t)[: module.mcfg.max_len] for t in args["text"]]
+    for t in args["text"]:
         unknown = enc.unknown_words(t)
         if unknown:
             print(f"attnexp maps: {len(unknown)} word(s) of {t[:40]!r} are not in the vocabulary and became [UNK]: "
                   f"{', '.join(unknown[:10])}{' ...' if len(unknown) > 10 else ''}", file=sys.stderr)
-    probe = Probe(ids, [enc.decode(x) for x in ids])
-    w = attention_maps(module.model, probe, pad_id=enc.pad_id)
-    view = view_of(args)
-    if args.get("bertviz") == "true":
+    return Source(module.model, Probe(ids, [enc.decode(x) for x in ids]), enc.pad_id, path.name,
+                  int(ckpt.get("epoch", 0)), path.parent.parent / "maps" / f"custom_{path.stem}")
+
+
+def from_pretrained(args: dict) -> Source:
+    """Weights through transformers (attnexp.hf), the tokenizer through tokenizers: a BERT pair
+    gets its token types."""
+    from tokenizers import Tokenizer
+
+    from attnexp import attention, hf
+    from attnexp.config import AttentionConfig, ModelConfig
+    from attnexp.maps.probe import Probe
+    from attnexp.model import Transformer
+
+    source = args["hf"]
+    m, a = hf.configs(source, ModelConfig(), AttentionConfig(backend="eager"))
+    model = Transformer(m, attention.validate(a, m), hf.hf_config(source).vocab_size)
+    hf.load_into(model, source)
+    tok_path = hf.tokenizer_of(source)
+    tok = Tokenizer.from_file(tok_path) if Path(tok_path).exists() else Tokenizer.from_pretrained(tok_path)
+    tok.no_truncation()
+    encs = [tok.encode(t, p) for t, p in zip(args["text"], args["text_pair"] or [None] * len(args["text"]))]
+    probe = Probe([e.ids[: m.max_len] for e in encs], [e.tokens[: m.max_len] for e in encs],
+                  types=[e.type_ids[: m.max_len] for e in encs] if m.type_vocab_size else None)
+    name = Path(source).name or source.replace("/", "_")
+    return Source(model.eval(), probe, tok.token_to_id("[PAD]") or 0, name, 0, Path("maps") / f"hf_{name}")
+
+
+def _maps(args: dict) -> int:
+    from attnexp.maps import stats
+    from attnexp.maps.html import write_viewer
+    from attnexp.maps.probe import attention_maps, save_snapshot
+
+    view = view_of(args)  # settings first, before any model is loaded
+    bertviz = args.get("bertviz") == "true"
+    if bertviz:
         from attnexp.maps import bertviz_export
 
         bertviz_export.require()
-    out = out_folder(args, path.parent.parent / "maps" / f"custom_{path.stem}")
-    save_snapshot(out, "maps", w, probe, stats.head_stats(w, probe.lengths), path.name, view)
-    write_viewer(out / "viewer.html", [(int(ckpt.get("epoch", 0)), w)], probe.tokens, view.viewer_tokens,
-                 title=path.name, long=view.long, scale=view.scale)
-    if args.get("bertviz") == "true":
-        bertviz_export.write(out, w, probe.tokens)
-    print(f"maps of {len(ids)} text(s) from {path} -> {out}/ (maps_ex0.png ..., maps.npz, viewer.html"
-          f"{', bertviz_*_view_ex*.html' if args.get('bertviz') == 'true' else ''})")
+    src = from_pretrained(args) if "hf" in args else from_checkpoint(args)
+    w = attention_maps(src.model, src.probe, pad_id=src.pad_id)
+    out = out_folder(args, src.default_out)
+    title = f"{src.title} (pretrained)" if "hf" in args else src.title
+    save_snapshot(out, "maps", w, src.probe, stats.head_stats(w, src.probe.lengths), title, view)
+    write_viewer(out / "viewer.html", [(src.epoch, w)], src.probe.tokens, view.viewer_tokens, title=src.title,
+                 long=view.long, scale=view.scale)
+    if bertviz:
+        bertviz_export.write(out, w, src.probe)
+    print(f"maps of {len(src.probe.ids)} text(s) from {args.get('hf') or args['ckpt']} -> {out}/ (maps_ex0.png ..., "
+          f"maps.npz, viewer.html{', bertviz_*_view_ex*.html' if bertviz else ''})")
     return 0
 
 
