@@ -42,7 +42,7 @@ class Differential(FusedMultiHead):
         self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2 = (
             nn.Parameter(torch.randn(half) * 0.1) for _ in range(4))
         self.head_norm = nn.RMSNorm(self.d_head, eps=1e-5)
-        self.lambda_init = 0.8 - 0.6 * math.exp(0)  # layer 0 until set_layer says otherwise
+        self.set_layer(0)  # lambda_init of the first layer until the block says which layer this is
 
     @classmethod
     def check_config(cls, a, m):
@@ -66,6 +66,4 @@ class Differential(FusedMultiHead):
         return out1 - lam * out2, (w1 - lam * w2 if need_weights else None)
 
     def finish(self, out_BHTD, x_BTD):
-        B, T, D = x_BTD.shape
-        heads = self.head_norm(out_BHTD) * (1 - self.lambda_init)
-        return self.out(heads.transpose(1, 2).reshape(B, T, D))
+        return super().finish(self.head_norm(out_BHTD) * (1 - self.lambda_init), x_BTD)

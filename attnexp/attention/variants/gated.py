@@ -33,6 +33,6 @@ class GatedAttention(FusedMultiHead):
         self.gate = nn.Linear(d_model, d_model)
 
     def finish(self, out_BHTD, x_BTD):
-        B, T, D = x_BTD.shape
-        y_BTD = out_BHTD.transpose(1, 2).reshape(B, T, D) * torch.sigmoid(self.gate(x_BTD))
-        return self.out(y_BTD)
+        B, T, _ = x_BTD.shape
+        gate_BHTD = torch.sigmoid(self.gate(x_BTD)).view(B, T, self.n_heads, self.d_head).transpose(1, 2)
+        return super().finish(out_BHTD * gate_BHTD, x_BTD)

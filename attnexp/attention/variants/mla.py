@@ -43,7 +43,7 @@ class MultiHeadLatent(FusedMultiHead):
     def __init__(self, d_model, n_heads, cfg):
         Attention.__init__(self, d_model, n_heads, cfg)  # its own projections, not the fused QKV
         H, Dh, R = n_heads, d_model // n_heads, cfg.rope_dim
-        self.d_head, self.n_kv = Dh, n_heads
+        self.d_head = Dh
         self.kv_down = nn.Linear(d_model, cfg.kv_rank, bias=False)  # W_DKV
         self.k_up = nn.Linear(cfg.kv_rank, H * Dh, bias=False)  # W_UK
         self.v_up = nn.Linear(cfg.kv_rank, H * Dh, bias=False)  # W_UV
