@@ -175,6 +175,23 @@ def cli(args: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedP
                           timeout=timeout)
 
 
+@pytest.mark.parametrize("bucket", [False, True])
+def test_each_ddp_rank_trains_on_its_own_equal_share_and_validates_each_example_once(bucket, monkeypatch):
+    from attnexp.data.base import EpochBatches
+
+    lengths = [3 + i % 7 for i in range(203)]
+    train, val = {}, {}
+    for rank in (0, 1):
+        monkeypatch.setattr(EpochBatches, "_world", staticmethod(lambda rank=rank: (rank, 2)))
+        t = EpochBatches(lengths, 16, shuffle=True, seed=0, bucket=bucket)
+        v = EpochBatches(lengths, 16, shuffle=False, seed=0, bucket=bucket)
+        train[rank], val[rank] = t.batches(), v.batches()
+        assert len(train[rank]) == len(t) and len(val[rank]) == len(v)
+    assert len(train[0]) == len(train[1]) == 7  # 13 batches of 16 over 2 ranks, one repeated
+    assert {tuple(b) for b in train[0]}.isdisjoint({tuple(b) for b in train[1][:-1]})
+    assert sorted(i for r in val for b in val[r] for i in b) == list(range(203))
+
+
 @pytest.mark.slow
 def test_ddp_on_two_cpu_processes_reduces_metrics_and_writes_once(tmp_path):
     import torch

@@ -45,13 +45,14 @@ class EpochBatches(Sampler[list[int]]):
         if self.shuffle:
             rng.shuffle(idx)
         if not self.bucket:
-            return [idx[i: i + self.batch_size] for i in range(0, len(idx), self.batch_size)]
-        span, batches = self.batch_size * self.pool, []
-        for s in range(0, len(idx), span):
-            chunk = sorted(idx[s: s + span], key=self.lengths.__getitem__)
-            batches += [chunk[i: i + self.batch_size] for i in range(0, len(chunk), self.batch_size)]
-        if self.shuffle:
-            rng.shuffle(batches)
+            batches = [idx[i: i + self.batch_size] for i in range(0, len(idx), self.batch_size)]
+        else:
+            span, batches = self.batch_size * self.pool, []
+            for s in range(0, len(idx), span):
+                chunk = sorted(idx[s: s + span], key=self.lengths.__getitem__)
+                batches += [chunk[i: i + self.batch_size] for i in range(0, len(chunk), self.batch_size)]
+            if self.shuffle:
+                rng.shuffle(batches)
         return self.shard(batches)
 
     @staticmethod
@@ -82,11 +83,10 @@ class EpochBatches(Sampler[list[int]]):
 
     def __len__(self):
         rank, world = self._world()
-        if world == 1:
-            return -(-len(self.lengths) // self.batch_size)
-        if self.shuffle:
-            return -(-(-(-len(self.lengths) // self.batch_size)) // world)
-        return -(-len(range(rank, len(self.lengths), world)) // self.batch_size)
+        sharded_examples = world > 1 and not self.shuffle  # validation: this rank's examples, batched
+        n = len(range(rank, len(self.lengths), world)) if sharded_examples else len(self.lengths)
+        batches = -(-n // self.batch_size)
+        return -(-batches // world) if world > 1 and self.shuffle else batches  # training: every world-th batch
 
 
 class Items(Dataset):
