@@ -37,14 +37,14 @@ from attnexp.stops import Interrupted, StopSignals
 from attnexp.summary import error_record, static_record, write_json
 from attnexp.sweeps import ACTIVE_TRIALS, threads, wandb_sweep_fields
 
+log = logging.getLogger(__name__)
+
 
 def resolve_precision(run: Run) -> str | int:
     if run.trainer.precision not in (None, "auto"):
         return run.trainer.precision
     gpu = not training_on_cpu(run.trainer) and torch.cuda.is_available()
     return ("bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed") if gpu else "32-true"
-
-log = logging.getLogger(__name__)
 
 
 class _DropAdverts(logging.Filter):

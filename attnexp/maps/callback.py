@@ -110,7 +110,7 @@ class AttentionMaps(L.Callback):
             render.gif(frames, self.dir / f"evolution_ex{b}.gif")
         if self.cfg.html and self.viewer is not None and self.viewer.epochs:
             self.viewer.write(self.dir / "viewer.html", str(Path(trainer.default_root_dir).name), self.cfg.scale, *self.shape)
-        if self.cfg.bertviz and getattr(self, "_last", None) is not None:  # the last snapshot, in bertviz's views
+        if self.cfg.bertviz and self._last is not None:  # the last snapshot, in bertviz's views
             from attnexp.maps import bertviz_export
 
             bertviz_export.write(self.dir, self._last, self.probe)

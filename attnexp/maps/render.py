@@ -42,10 +42,9 @@ def grid(w_LHTT: np.ndarray, tokens: list[str], title: str, max_tokens: int = 64
     legend = (f"colour: {SCALES[scale]}" + (" (signed: blue < 0 < red)" if signed else "")
               + f"; {rows_note(w_LHTT[..., :n, :n])}" + (f"; {note}" if note else ""))
     if head_scores is None and not signed:  # a head's mean row entropy tells a uniform head from a sharp one
-        from attnexp.maps.stats import shares
+        from attnexp.maps.stats import row_entropy, shares
 
-        sh = shares(w_LHTT[..., :n, :n])  # rows as distributions, whatever they sum to
-        entropy = -(sh * np.log(np.clip(sh, 1e-12, 1))).sum(-1).mean(-1)  # (L, H), nats
+        entropy = row_entropy(shares(w_LHTT[..., :n, :n])).mean(-1)  # (L, H), nats, of rows as shares whatever they sum to
         legend += f"; ent: mean row entropy in nats (uniform over {n} tokens: {np.log(n):.1f})"
     base, lay = _canvas(tuple(t[:12] for t in labels), L, H, legend, signed)
     img = base.copy()  # token labels are the slow part and never change: drawn once per probe example

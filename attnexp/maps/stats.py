@@ -21,6 +21,11 @@ def shares(w: np.ndarray) -> np.ndarray:
     return a / np.clip(a.sum(-1, keepdims=True), 1e-12, None)
 
 
+def row_entropy(s: np.ndarray) -> np.ndarray:
+    """Entropy in nats of each row of shares (`shares(w)`): (..., T, T) -> (..., T)."""
+    return -(s * np.log(np.clip(s, 1e-12, 1.0))).sum(-1)
+
+
 def head_stats(w: np.ndarray, lengths) -> dict[str, np.ndarray]:
     """Each (L, H): entropy (nats), mean attended distance |i - j|, mass on the first token, the row
     mass (what a row sums to: 1 for softmax rows; below 1 where mass goes to no token, as with a
@@ -33,7 +38,7 @@ def head_stats(w: np.ndarray, lengths) -> dict[str, np.ndarray]:
     real = _rows(lengths, T)[None, :, None, :]  # (1, B, 1, T)
     n_rows = _rows(lengths, T).sum()
     s = shares(w)
-    entropy = -(s * np.log(np.clip(s, 1e-12, 1.0))).sum(-1)  # (L, B, H, T)
+    entropy = row_entropy(s)  # (L, B, H, T)
     dist = np.abs(np.arange(T)[:, None] - np.arange(T)[None, :])
     distance = (s * dist).sum(-1)
     first = w[..., 0]
