@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from attnexp.config import higher_is_better  # no torch import there either
+from attnexp.sweeps import split_override
 
 USAGE = """usage: python -m attnexp compare [DIR ...] [sort=KEY] [csv=PATH] [md=PATH] [report=PATH.html]
 
@@ -69,11 +70,7 @@ def newest_sweep(root: Path = Path("multirun")) -> Path:
 def settings(s: dict) -> dict[str, str]:
     """What the run was asked for: its command-line overrides, else its config-group choices."""
     if s.get("overrides") is not None:
-        out = {}
-        for o in s["overrides"]:
-            key, _, value = o.lstrip("+~").partition("=")
-            out[key] = value
-        return out
+        return dict(split_override(o) for o in s["overrides"])
     return {k: str(v) for k, v in (s.get("choices") or {}).items() if v is not None}
 
 

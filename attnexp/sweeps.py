@@ -11,6 +11,12 @@ SWEPT_ENV = "ATTNEXP_SWEPT"  # comma list of the keys a multirun sweeps, set by 
 ACTIVE_TRIALS: dict[int, object] = {}  # Hydra job number -> optuna.Trial, set by the Optuna sweeper (in-process jobs)
 
 
+def split_override(override: str) -> tuple[str, str]:
+    """`+model.init=hf:x` -> ("model.init", "hf:x"): the key without Hydra's +/~/++ prefix, and the value."""
+    key, _, value = override.lstrip("+~").partition("=")
+    return key, value
+
+
 def is_sweep(override: str) -> bool:
     """`key=a,b`, `key=range(..)`, `key=choice(..)`, `key=interval(..)`, `key=glob(..)`."""
     key, _, value = override.partition("=")
@@ -19,13 +25,13 @@ def is_sweep(override: str) -> bool:
 
 
 def swept_keys(overrides: list[str]) -> list[str]:
-    return [o.partition("=")[0].lstrip("+~") for o in overrides if is_sweep(o)]
+    return [split_override(o)[0] for o in overrides if is_sweep(o)]
 
 
 def sweep_dirname_overrides(overrides: list[str]) -> list[str]:
     """Hydra names a job's folder after all its overrides (~170 characters with a few fixed
     ones); keep only the swept keys in it: `3_attention=alibi,seed=1`."""
-    keys = {o.partition("=")[0].lstrip("+~") for o in overrides if "=" in o and not o.startswith("hydra")}
+    keys = {split_override(o)[0] for o in overrides if "=" in o and not o.startswith("hydra")}
     fixed = sorted(keys - set(swept_keys(overrides)))
     return [f"hydra.job.config.override_dirname.exclude_keys=[{','.join(fixed)}]"] if fixed else []
 
@@ -40,7 +46,7 @@ def wandb_sweep_fields(spec: dict, sweep_dir: str | None, overrides: list[str] |
     if not sweep_dir:
         return spec
     keys = swept()
-    values = [o.lstrip("+~") for o in overrides or [] if o.partition("=")[0].lstrip("+~") in keys]
+    values = [o.lstrip("+~") for o in overrides or [] if split_override(o)[0] in keys]
     root = Path(sweep_dir)
     return {**spec, "group": f"{root.parent.name}/{root.name}", "job_type": ",".join(keys) or "sweep",
             "tags": [*(spec.get("tags") or []), *values]}

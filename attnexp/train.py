@@ -35,7 +35,7 @@ from attnexp.recorder import RunRecorder
 from attnexp.run import Run, training_on_cpu
 from attnexp.stops import Interrupted, StopSignals
 from attnexp.summary import error_record, static_record, write_json
-from attnexp.sweeps import ACTIVE_TRIALS, threads, wandb_sweep_fields
+from attnexp.sweeps import ACTIVE_TRIALS, split_override, threads, wandb_sweep_fields
 
 log = logging.getLogger(__name__)
 
@@ -275,8 +275,7 @@ def hparams_record(run: Run, summary: dict) -> tuple[dict, dict]:
 
     walk(params)
     for o in run.overrides or []:
-        key, _, value = o.lstrip("+~").partition("=")
-        flat.setdefault(key, value)
+        flat.setdefault(*split_override(o))
     m = summary["metrics"]
     metrics = {f"hp/{k}": v for k, v in {**m["final"], **m["test"]}.items()}
     if m.get("best"):
