@@ -20,6 +20,14 @@ def check(cond: bool, msg: str) -> None:
         raise ConfigError(msg)
 
 
+
+def hub_offline(library_flag: str) -> bool:
+    """Whether Hugging Face downloads are switched off: HF_HUB_OFFLINE, or the library's own flag
+    (HF_DATASETS_OFFLINE, TRANSFORMERS_OFFLINE)."""
+    import os
+
+    return any(os.environ.get(v, "0") not in ("0", "", "false") for v in ("HF_HUB_OFFLINE", library_flag))
+
 @dataclass
 class AttentionConfig:
     name: str = "fused"

@@ -25,13 +25,12 @@ Loading goes through `transformers` (pip install 'attnexp[hf]'); safetensors fil
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from attnexp.config import AttentionConfig, ConfigError, ModelConfig
+from attnexp.config import AttentionConfig, ConfigError, ModelConfig, hub_offline
 
 KINDS = {"bert": "BERT-family encoder", "gpt2": "GPT-2-family decoder"}
 
@@ -51,7 +50,7 @@ def _transformers():
 
 
 def _offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false") or os.environ.get("TRANSFORMERS_OFFLINE", "0") not in ("0", "", "false")
+    return hub_offline("TRANSFORMERS_OFFLINE")
 
 
 def _fail_to_load(source: str, e: Exception) -> ConfigError:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
-import os
 import time
 import warnings
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import datasets
 from datasets import ClassLabel, DatasetDict
 
-from attnexp.config import ConfigError
+from attnexp.config import ConfigError, hub_offline
 from attnexp.data.base import TokenDataModule
 from attnexp.data.encoder import TextEncoder
 from attnexp.data.tokenizer import get_tokenizer
@@ -29,7 +28,7 @@ OFFLINE_HINT = ("point at a local copy instead: data.source=local data.path=DIR,
 
 
 def offline() -> bool:
-    return any(os.environ.get(v, "0") not in ("0", "", "false") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+    return hub_offline("HF_DATASETS_OFFLINE")
 
 
 def local_files(folder: Path) -> dict[str, str]:
