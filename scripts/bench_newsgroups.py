@@ -31,12 +31,12 @@ SETTINGS = {"raw": [], "clean": ["data.remove=[headers,footers,quotes]"]}
 TFIDF_SVM = {"raw": 0.861, "clean": 0.697}
 
 
-def load_times(overrides: list[str]) -> dict:
+def load_times(experiment: str, overrides: list[str]) -> dict:
     """Load + tokenize the full split into an empty cache, then again from the cache."""
     out = {}
     with tempfile.TemporaryDirectory() as cache:
         for label in ("cold", "cached"):
-            run = load_run(compose_cfg(["experiment=newsgroups", f"data.cache_dir={cache}", *overrides]))
+            run = load_run(compose_cfg([f"experiment={experiment}", f"data.cache_dir={cache}", *overrides]))
             dm = build_datamodule(run.data, run.task, causal=run.attention.causal)
             t0 = time.perf_counter()
             dm.setup("fit")
@@ -50,6 +50,8 @@ def main() -> None:
     ap.add_argument("--settings", default="raw,clean", help="comma list of: raw, clean")
     ap.add_argument("--out", default=str(REPO / "scripts" / "results"))
     ap.add_argument("--tag", default="", help="suffix for the result files")
+    ap.add_argument("--experiment", default="newsgroups",
+                    help="newsgroups (from scratch) or newsgroups_bert (fine-tune model.init=hf:...)")
     ap.add_argument("overrides", nargs="*", help="extra Hydra overrides, e.g. model.n_layers=1")
     args = ap.parse_args()
 
@@ -57,10 +59,10 @@ def main() -> None:
     hh, mm = divmod(int(args.minutes * 60), 3600)
     limit = f"trainer.max_time=00:{hh:02d}:{mm // 60:02d}:{mm % 60:02d}"
     results = {"device": device, "platform": platform.platform(), "torch": torch.__version__,
-               "overrides": args.overrides, "minutes": args.minutes, "settings": {}}
+               "experiment": args.experiment, "overrides": args.overrides, "minutes": args.minutes, "settings": {}}
     for name in args.settings.split(","):
-        ov = ["experiment=newsgroups", "logger=csv", limit, "trainer.enable_progress_bar=false", *SETTINGS[name], *args.overrides]
-        times = load_times(SETTINGS[name] + [o for o in args.overrides if o.startswith("data.")])
+        ov = [f"experiment={args.experiment}", "logger=csv", limit, "trainer.enable_progress_bar=false", *SETTINGS[name], *args.overrides]
+        times = load_times(args.experiment, SETTINGS[name] + [o for o in args.overrides if o.startswith(("data.", "model.init"))])
         out_dir = Path(tempfile.mkdtemp(prefix=f"bench-ng-{name}-"))
         s = train(load_run(compose_cfg(ov, out_dir)))
         test = s["metrics"]["test"]
@@ -85,7 +87,7 @@ def main() -> None:
                     f"{r['epochs']} | {r['train_time_s']:.0f} | {r['wall_time_s']:.0f} | {r['tokens_per_s']:.0f} | "
                     f"{r['load_tokenize']['cold_s']} / {r['load_tokenize']['cached_s']} |")
     table = "\n".join(rows)
-    (out / f"{stem}.md").write_text(f"# 20 Newsgroups on {device}\n\n{args.minutes} min training limit per setting; "
+    (out / f"{stem}.md").write_text(f"# 20 Newsgroups on {device}: experiment={args.experiment}\n\n{args.minutes} min training limit per setting; "
                                     f"extra overrides: {args.overrides or 'none'}\n\n{table}\n")
     print("\n" + table)
 

@@ -11,9 +11,13 @@
                  GPT-2-small-sized on sequences of ~1000 tokens
   5. newsgroups  scripts/bench_newsgroups.py: the preset and larger settings, raw and cleaned posts,
                  against TF-IDF + linear SVM (86.1% raw, 69.7% cleaned)
+  6. finetune    scripts/bench_newsgroups.py --experiment=newsgroups_bert: a real pretrained encoder
+                 (--pretrained, default ../shared/models/all-MiniLM-L6-v2) fine-tuned on 20 Newsgroups
+                 at its full length (512 tokens), beside the from-scratch figures
 
     python scripts/gpu_suite.py                                   # all parts, ~9 minutes on an H100/H200
     python scripts/gpu_suite.py --parts kernels,model             # some of them (two calls, if need be)
+    python scripts/gpu_suite.py --parts newsgroups,finetune --newsgroups-tags preset --pretrained DIR
     python scripts/gpu_suite.py --smoke                           # on the CPU, tiny, ~1 minute: the tests
 
 Each part runs in its own process with its own time limit, so one that fails or runs long does not
@@ -36,7 +40,7 @@ from pathlib import Path
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-PARTS = ("cuda-tests", "kernels", "model", "overhead", "newsgroups")
+PARTS = ("cuda-tests", "kernels", "model", "overhead", "newsgroups", "finetune")
 # GPT-2-small-sized training on the synthetic copy task: ~1000-token sequences, the same batches for both arms
 GPT2 = ["model=gpt2", "data=synthetic", "data.length=498", "data.max_len=1000", "data.n_symbols=64", "data.n_train=1024",
         "data.n_val=64", "data.batch_size=8", "trainer.max_epochs=2", "maps.enabled=false", "test=false"]
@@ -46,6 +50,9 @@ NEWSGROUPS = {  # tag: overrides on top of experiment=newsgroups, tried in this 
     "d384_l6_1024": ["model.d_model=384", "model.n_heads=6", "model.n_layers=6", "data.max_len=1024",
                      "trainer.max_epochs=12", "optim.lr=3e-4", "data.batch_size=64"],
 }
+# The pretrained encoder on 20 Newsgroups: its whole 512-token position table, BERT-style fine-tuning
+FINETUNE = ["data.max_len=512", "data.batch_size=32", "optim.lr=1e-4", "optim.warmup_steps=100", "trainer.max_epochs=4"]
+PRETRAINED = REPO.parent / "shared" / "models" / "all-MiniLM-L6-v2"
 
 
 def run(name: str, cmd: list[str], timeout: float, log: Path) -> dict:
@@ -66,16 +73,29 @@ def run(name: str, cmd: list[str], timeout: float, log: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--parts", default=",".join(PARTS))
+    ap.add_argument("--parts", default=None, help=f"comma list of: {', '.join(PARTS)} (default: all; finetune only where "
+                                                  f"--pretrained exists)")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes on the CPU (the default test set runs this)")
     ap.add_argument("--out", default=None, help="default: scripts/results/gpu (smoke: scripts/results/gpu_smoke)")
     ap.add_argument("--newsgroups-path", default=None, help="a folder with train/test .jsonl.gz (default: data.path's)")
     ap.add_argument("--newsgroups-minutes", type=float, default=1.5, help="training time limit per setting")
+    ap.add_argument("--newsgroups-tags", default=",".join(NEWSGROUPS), help=f"from-scratch settings: {', '.join(NEWSGROUPS)}")
+    ap.add_argument("--newsgroups-settings", default="raw,clean", help="raw, clean or both (newsgroups and finetune)")
+    ap.add_argument("--pretrained", default=str(PRETRAINED), help="a BERT-family folder for the finetune part")
+    ap.add_argument("--finetune-minutes", type=float, default=3.0, help="the fine-tune's training time limit per setting")
     args = ap.parse_args()
-    parts = args.parts.split(",")
+    pretrained = Path(args.pretrained).resolve()
+    if args.parts is None and not (pretrained / "config.json").is_file():
+        print(f"gpu_suite.py: no pretrained model at {pretrained}: the finetune part is left out (--pretrained DIR)")
+    parts = args.parts.split(",") if args.parts else [p for p in PARTS if p != "finetune" or (pretrained / "config.json").is_file()]
     bad = sorted(set(parts) - set(PARTS))
     if bad:
         ap.error(f"--parts: unknown {bad}; choose from {', '.join(PARTS)}")
+    tags = args.newsgroups_tags.split(",")
+    if sorted(set(tags) - set(NEWSGROUPS)):
+        ap.error(f"--newsgroups-tags: unknown {sorted(set(tags) - set(NEWSGROUPS))}; choose from {', '.join(NEWSGROUPS)}")
+    if "finetune" in parts and not (pretrained / "config.json").is_file():
+        ap.error(f"--pretrained {pretrained}: no config.json there; give a BERT-family folder or leave out the finetune part")
     cuda = torch.cuda.is_available()
     if not cuda and not args.smoke:
         raise SystemExit("gpu_suite.py: no CUDA device here; run it on a GPU machine, or --smoke on the CPU")
@@ -84,7 +104,8 @@ def main() -> None:
     py = sys.executable
     ng_path = [f"data.path={Path(args.newsgroups_path).resolve()}"] if args.newsgroups_path else []
     meta = {"device": torch.cuda.get_device_name(0) if cuda else f"cpu ({platform.machine()})",
-            "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
+            "torch": torch.__version__, "cuda": torch.version.cuda, "driver": driver_version() if cuda else None,
+            "python": platform.python_version(),
             "date": datetime.now().isoformat(timespec="seconds"), "smoke": args.smoke, "parts": {}}
     s = args.smoke
     jobs = {
@@ -97,34 +118,66 @@ def main() -> None:
                       *(["data.n_sentences=300", "trainer.max_epochs=1"] if s else ["--tag=_gpt2", *GPT2])],
                      150 if s else 150),
     }
+    settings = "raw" if s else args.newsgroups_settings
+    n_settings = len(settings.split(","))
     for name in parts:
         if name == "newsgroups":
-            settings = {"preset": []} if s else NEWSGROUPS
             results = {}
-            for tag, ov in settings.items():
-                extra = ["data.limit=300", "data.vocab_size=2000", "data.max_len=128", "trainer.max_epochs=1"] if s else ov
+            for tag in (["preset"] if s else tags):
+                extra = ["data.limit=300", "data.vocab_size=2000", "data.max_len=128", "trainer.max_epochs=1"] if s else NEWSGROUPS[tag]
                 results[tag] = run(f"newsgroups {tag}", [py, "scripts/bench_newsgroups.py", f"--out={out}", f"--tag=_{tag}",
                                                          f"--minutes={0.5 if s else args.newsgroups_minutes}",
-                                                         *(["--settings=raw"] if s else []), *ng_path, *extra],
-                                   180 if s else 60 * (2 * args.newsgroups_minutes + 1.5), out / f"newsgroups_{tag}.log")
-            meta["parts"]["newsgroups"] = results
+                                                         f"--settings={settings}", *ng_path, *extra],
+                                   180 if s else 60 * n_settings * (args.newsgroups_minutes + 0.75), out / f"newsgroups_{tag}.log")
+                meta["parts"]["newsgroups"] = results
+                write_summary(out, meta)
+            continue
+        if name == "finetune":
+            extra = ["data.limit=64", "data.max_len=64", "data.batch_size=16", "trainer.max_epochs=1"] if s else FINETUNE
+            meta["parts"]["finetune"] = run("finetune", [py, "scripts/bench_newsgroups.py", f"--out={out}", "--tag=_finetune",
+                                                         "--experiment=newsgroups_bert", f"--settings={settings}",
+                                                         f"--minutes={0.5 if s else args.finetune_minutes}", *ng_path,
+                                                         f"model.init=hf:{pretrained}", *extra],
+                                            180 if s else 60 * n_settings * (args.finetune_minutes + 1), out / "finetune.log")
+            write_summary(out, meta)
             continue
         cmd, limit = jobs[name]
         meta["parts"][name] = run(name, cmd, limit, out / f"{name}.log")
+        write_summary(out, meta)  # after every part: a call cut off at its limit keeps what finished
+    write_summary(out, meta)
+    failed = [n for n, r in meta["parts"].items() if (r.get("status") if n != "newsgroups" else
+                                                        next((x["status"] for x in r.values() if x["status"] != "ok"), "ok")) != "ok"]
+    print((out / "suite.md").read_text())
+    sys.exit(1 if failed else 0)
+
+
+def write_summary(out: Path, meta: dict) -> None:
+    """suite.json and suite.md. Parts from an earlier call into the same folder on the same device
+    (a window split into two calls) are kept beside this call's."""
+    old = json.loads((out / "suite.json").read_text()) if (out / "suite.json").is_file() else {}
+    if old.get("device") == meta["device"] and old.get("smoke") == meta["smoke"]:
+        meta["parts"] = {**{k: v for k, v in old.get("parts", {}).items() if k not in meta["parts"]}, **meta["parts"]}
+        meta["calls"] = sorted(set(old.get("calls", [old.get("date")])) | {meta["date"]})
     (out / "suite.json").write_text(json.dumps(meta, indent=2) + "\n")
     lines = [f"# attnexp GPU suite: {meta['device']}", "",
-             f"torch {meta['torch']}, CUDA {meta['cuda']}, Python {meta['python']}, {meta['date']}"
-             + (" (smoke: tiny sizes on the CPU)" if s else ""), "", "| part | outcome | seconds |", "| --- | --- | --- |"]
+             f"torch {meta['torch']}, CUDA {meta['cuda']}, driver {meta.get('driver')}, Python {meta['python']}, "
+             f"{', '.join(meta.get('calls', [meta['date']]))}" + (" (smoke: tiny sizes on the CPU)" if meta["smoke"] else ""),
+             "", "| part | outcome | seconds |", "| --- | --- | --- |"]
     for name, r in meta["parts"].items():
         for tag, rr in (r.items() if name == "newsgroups" else [("", r)]):
             lines.append(f"| {name} {tag} | {rr['status']} | {rr['seconds']} |")
-    lines += ["", "Figures: kernels_*.md, model_*.md, framework_overhead_*.json, newsgroups_*.md in this folder."]
+    lines += ["", "Figures: kernels_*.md, model_*.md, framework_overhead_*.json, newsgroups_*.md (newsgroups_*_finetune.md: "
+              "the pretrained encoder) in this folder."]
     (out / "suite.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    failed = [n for n, r in meta["parts"].items() if (r.get("status") if n != "newsgroups" else
-                                                        next((x["status"] for x in r.values() if x["status"] != "ok"), "ok")) != "ok"]
-    sys.exit(1 if failed else 0)
 
+
+def driver_version() -> str | None:
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
+                           text=True, timeout=30)
+        return r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 if __name__ == "__main__":
     main()

@@ -5,7 +5,11 @@
 # carry .whl/ (git-ignored) with the call, then on the GPU machine, from the repo root:
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && \
 #     PYTHONPATH=/tmp/site:. python3 scripts/gpu_suite.py --newsgroups-path .gpu_data/20newsgroups
-# (.gpu_data/20newsgroups: a copy of ../shared/data/20newsgroups, also git-ignored and carried.)
+#     --pretrained .gpu_data/all-MiniLM-L6-v2
+# (.gpu_data/: a copy of ../shared/data/20newsgroups and of ../shared/models/all-MiniLM-L6-v2, also
+# git-ignored and carried. The model's weights travel in float16, 45 MB: the float32 file alone is 87
+# MiB, over the 64 MiB a call carries; training upcasts them to float32 when it loads them, so the
+# fine-tune starts from the checkpoint rounded to fp16, a relative change of at most 2^-11.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .whl .gpu_data "$(dirname "$(git rev-parse --git-path info/exclude)")"
@@ -17,4 +21,18 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
   hydra-core==1.3.8 omegaconf==2.3.1 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19
 python3 -m pip wheel -q --no-deps -w .whl antlr4-python3-runtime==4.9.3   # a source release only: pure Python
 cp -r ../shared/data/20newsgroups .gpu_data/ 2>/dev/null || echo "no ../shared/data/20newsgroups here: the 20NG part needs a copy"
+src=../shared/models/all-MiniLM-L6-v2 dst=.gpu_data/all-MiniLM-L6-v2
+if [ -f "$src/model.safetensors" ]; then
+  mkdir -p "$dst"
+  cp "$src"/{config.json,tokenizer.json,tokenizer_config.json,special_tokens_map.json,vocab.txt} "$dst"/
+  python3 - "$src/model.safetensors" "$dst/model.safetensors" <<'EOF'
+import sys
+from safetensors.torch import load_file, save_file
+save_file({k: v.half() if v.is_floating_point() else v for k, v in load_file(sys.argv[1]).items()}, sys.argv[2],
+          metadata={"format": "pt"})
+EOF
+else
+  echo "no $src here: the finetune part needs a BERT-family folder (--pretrained)"
+fi
+du -sh .whl .gpu_data
 ls -la .whl .gpu_data
