@@ -43,6 +43,7 @@ class AttentionConfig:
     kv_rank: int | None = None  # mla: width of the joint key/value latent (default 32)
     q_rank: int | None = None  # mla: width of the query latent; 0 = queries not compressed (default 0)
     rope_dim: int | None = None  # mla: per-head width of the decoupled RoPE part of q and k (default 8)
+    sigmoid_bias: float | None = None  # sigmoid: the constant b in sigmoid(score + b) (default -log(model.max_len))
 
     @property
     def causal(self) -> bool:

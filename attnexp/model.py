@@ -29,7 +29,7 @@ class Block(nn.Module):
         super().__init__()
         self.post = m.norm == "post"
         self.ln1, self.ln2 = nn.LayerNorm(m.d_model, eps=m.ln_eps), nn.LayerNorm(m.d_model, eps=m.ln_eps)
-        self.attn = attention.build(m.d_model, m.n_heads, a, layer)
+        self.attn = attention.build(m.d_model, m.n_heads, a, layer, m)
         act = nn.GELU(approximate="tanh" if m.activation == "gelu_tanh" else "none")
         self.mlp = nn.Sequential(nn.Linear(m.d_model, m.ff_dim), act, nn.Linear(m.ff_dim, m.d_model))
         self.drop = nn.Dropout(m.dropout)

@@ -12,9 +12,10 @@ from attnexp.attention.variants.fused import FusedMultiHead
 from attnexp.attention.variants.multi_head_list import MultiHeadList
 from attnexp.attention.variants.single_head import SingleHead
 from attnexp.attention.variants.torch_mha import TorchMHA
-from attnexp.config import AttentionConfig
+from attnexp.config import AttentionConfig, ModelConfig
 
 D, H, B, T = 32, 4, 3, 12
+MODEL = ModelConfig(d_model=D, n_heads=H, max_len=64)  # fills the options whose default depends on the model
 EXTRA = {"sliding_window": {"window": 4}, "gqa": {"n_kv_heads": 2}}  # options a variant cannot run without
 
 
@@ -24,7 +25,7 @@ def cfg(name: str, backend: str = "eager", mask: str = "causal", **kw) -> Attent
 
 def build(name: str, backend: str = "eager", mask: str = "causal", seed: int = 0, **kw):
     torch.manual_seed(seed)
-    mod = attention.build(D, H, cfg(name, backend, mask, **kw)).eval()
+    mod = attention.build(D, H, cfg(name, backend, mask, **kw), m=MODEL).eval()
     for p in mod.parameters():  # random biases too, so a dropped bias term would show
         torch.nn.init.normal_(p, std=0.3)
     return mod

@@ -33,6 +33,12 @@ class Attention(nn.Module):
         self.d_model, self.n_heads, self.cfg = d_model, n_heads, cfg
         self.backend = cfg.backend
 
+    @classmethod
+    def model_defaults(cls, m: ModelConfig) -> dict[str, Any]:
+        """Defaults of options that depend on the model's sizes (listed in `options` as None),
+        e.g. sigmoid's bias -log(model.max_len)."""
+        return {}
+
     def set_layer(self, layer: int) -> None:
         """Told its block's index (0-based) after construction; for variants whose initialisation
         depends on depth (differential attention's lambda_init)."""

@@ -44,14 +44,19 @@ def get(name: str) -> type[Attention]:
     return REGISTRY[name]
 
 
-def with_defaults(cfg: AttentionConfig) -> AttentionConfig:
-    """The config with the variant's own defaults filled in for the options it leaves unset."""
-    opts = get(cfg.name).options
-    return replace(cfg, **{k: v for k, v in opts.items() if getattr(cfg, k) is None and v is not None})
+def with_defaults(cfg: AttentionConfig, m: ModelConfig | None = None) -> AttentionConfig:
+    """The config with the variant's own defaults filled in for the options it leaves unset: the
+    fixed ones, then (given the model's sizes) those that depend on them (sigmoid's bias)."""
+    cls = get(cfg.name)
+    cfg = replace(cfg, **{k: v for k, v in cls.options.items() if getattr(cfg, k) is None and v is not None})
+    if m is None:
+        return cfg
+    return replace(cfg, **{k: v for k, v in cls.model_defaults(m).items() if getattr(cfg, k) is None})
 
 
-def build(d_model: int, n_heads: int, cfg: AttentionConfig, layer: int = 0) -> Attention:
-    mod = get(cfg.name)(d_model, n_heads, with_defaults(cfg))
+def build(d_model: int, n_heads: int, cfg: AttentionConfig, layer: int = 0, m: ModelConfig | None = None) -> Attention:
+    """One layer of variant `cfg.name`; `m` fills the options whose default depends on the model."""
+    mod = get(cfg.name)(d_model, n_heads, with_defaults(cfg, m))
     mod.set_layer(layer)
     return mod
 
@@ -76,7 +81,7 @@ def validate(a: AttentionConfig, m: ModelConfig, training_on_cpu: bool | None = 
         users = [n for n, c in reg.items() if f.name in c.options]
         raise ConfigError(f"attention.{f.name} only applies to {', '.join(users)}, not {a.name}; "
                           f"use attention={users[0]} or drop the override")
-    a = with_defaults(a)
+    a = with_defaults(a, m)
     for k, default in cls.options.items():
         check(getattr(a, k) is not None, f"attention={a.name} needs attention.{k} (e.g. attention.{k}=...)")
     cls.check_config(a, m)
