@@ -44,6 +44,7 @@ class AttentionConfig:
     q_rank: int | None = None  # mla: width of the query latent; 0 = queries not compressed (default 0)
     rope_dim: int | None = None  # mla: per-head width of the decoupled RoPE part of q and k (default 8)
     sigmoid_bias: float | None = None  # sigmoid: the constant b in sigmoid(score + b) (default -log(model.max_len))
+    forget_bias_init: float | None = None  # forgetting: the forget gate's initial bias (default 0: f = 0.5, as FoX)
 
     @property
     def causal(self) -> bool:

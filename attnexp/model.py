@@ -71,6 +71,8 @@ class Transformer(nn.Module):
         else:
             raise ValueError(f"Unknown head {head!r}; choose lm or classify")
         self.apply(self._init)
+        for block in self.blocks:
+            block.attn.initialise()
 
     @staticmethod
     def _init(mod):

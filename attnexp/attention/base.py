@@ -39,6 +39,10 @@ class Attention(nn.Module):
         e.g. sigmoid's bias -log(model.max_len)."""
         return {}
 
+    def initialise(self) -> None:
+        """Called after the model's generic initialisation (normal(0, 0.02) weights, zero biases)
+        for parameters this variant initialises its own way (the forget gate's bias)."""
+
     def set_layer(self, layer: int) -> None:
         """Told its block's index (0-based) after construction; for variants whose initialisation
         depends on depth (differential attention's lambda_init)."""

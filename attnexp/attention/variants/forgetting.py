@@ -17,6 +17,13 @@ positions forget nothing (log f = 0), so they change no real position's bias.
 
 The bias is a `ScoreBias`: dense for eager/sdpa, a FlexAttention score_mod reading c. With every
 f_t = 1 (log f = 0) it is plain softmax attention.
+
+Initialisation follows the authors' code (zhixuan-lin/forgetting-transformer,
+`ForgettingAttentionLayer` with the default data-dependent gate, fgate_type="full"): `fgate_proj`
+is an nn.Linear with bias, its weight drawn N(0, 0.02²) and its bias zeroed, so every gate starts
+near f = sigmoid(0) = 0.5. Their special bias initialisation (decay times between T_min and T_max)
+is only for the data-independent gates. `attention.forget_bias_init` sets the starting bias (0 by
+default, theirs): a larger one starts with little forgetting (3: f ≈ 0.95).
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ class ForgetDecay:
     c_BHT: Tensor
 
     def dense(self, T: int) -> Tensor:
-        c = self.c_BHT.float()
+        c = self.c_BHT  # float32 (float64 for float64 inputs)
         return -(c[..., :, None] - c[..., None, :]).abs()  # (B, H, T, T)
 
     def score_mod(self):
@@ -55,13 +62,20 @@ class Forgetting(FusedMultiHead):
     name = "forgetting"
     summary = "Forgetting Transformer: data-dependent forget gate as a cumulative log-decay score bias (Lin et al. 2025)"
     positional = True  # the decay orders keys by position, as FoX is used without position embeddings
+    options = {"forget_bias_init": 0.0}
 
     def __init__(self, d_model, n_heads, cfg):
         super().__init__(d_model, n_heads, cfg)
         self.forget = nn.Linear(d_model, n_heads)
+        self.initialise()
+
+    def initialise(self):
+        with torch.no_grad():
+            self.forget.bias.fill_(self.cfg.forget_bias_init)
 
     def score_bias(self, x_BTD, mask):
-        log_f_BTH = F.logsigmoid(self.forget(x_BTD).float())
+        logit_BTH = self.forget(x_BTD)
+        log_f_BTH = F.logsigmoid(logit_BTH.to(torch.promote_types(logit_BTH.dtype, torch.float32)))  # as theirs: >= fp32
         if mask.key_valid_BT is not None:
             log_f_BTH = log_f_BTH * mask.key_valid_BT[..., None].to(log_f_BTH.dtype)
         return ForgetDecay(torch.cumsum(log_f_BTH, dim=1).transpose(1, 2).contiguous())

@@ -10,6 +10,12 @@ Queries optionally through a latent of their own (attention.q_rank; 0 = a direct
 
     c_Q = W_DQ h,  q^C = W_UQ c_Q                                                    (eq. 12-13)
 
+Each latent is RMS-normalised before its up-projections, as the paper adds ("additional RMS Norm
+layers after the compressed latent vectors", §3.1.2) and DeepSeek's released code does
+(DeepSeek-V3 inference/model.py: `MLA.kv_norm`, and `MLA.q_norm` when the query is compressed;
+eps 1e-6, a learned scale starting at 1). tests/test_reference_implementations.py checks this
+layer against a transcription of that code at equal weights.
+
 RoPE cannot act on k^C (it would block absorbing W_UK into the query at inference), so a
 decoupled part of width d_R (attention.rope_dim) carries positions: per-head rotated queries
 and one rotated key shared by all heads,
@@ -29,7 +35,7 @@ from torch import nn
 from attnexp.attention.base import Attention
 from attnexp.attention.registry import register
 from attnexp.attention.variants.fused import FusedMultiHead
-from attnexp.attention.variants.rotary import inverse_frequencies, rope
+from attnexp.attention.variants.rotary import rope
 from attnexp.config import check
 
 
@@ -45,15 +51,16 @@ class MultiHeadLatent(FusedMultiHead):
         H, Dh, R = n_heads, d_model // n_heads, cfg.rope_dim
         self.d_head = Dh
         self.kv_down = nn.Linear(d_model, cfg.kv_rank, bias=False)  # W_DKV
+        self.kv_norm = nn.RMSNorm(cfg.kv_rank, eps=1e-6)  # DeepSeek's MLA.kv_norm on c_KV
         self.k_up = nn.Linear(cfg.kv_rank, H * Dh, bias=False)  # W_UK
         self.v_up = nn.Linear(cfg.kv_rank, H * Dh, bias=False)  # W_UV
         self.k_rope = nn.Linear(d_model, R, bias=False)  # W_KR, one key part shared by the heads
         q_in = cfg.q_rank or d_model
         self.q_down = nn.Linear(d_model, cfg.q_rank, bias=False) if cfg.q_rank else None  # W_DQ
+        self.q_norm = nn.RMSNorm(cfg.q_rank, eps=1e-6) if cfg.q_rank else None  # MLA.q_norm on c_Q
         self.q_up = nn.Linear(q_in, H * Dh, bias=False)  # W_UQ
         self.q_rope = nn.Linear(q_in, H * R, bias=False)  # W_QR
         self.out = nn.Linear(H * Dh, d_model, bias=False)  # W_O
-        self.register_buffer("inv_freq", inverse_frequencies(R, cfg.rope_base), persistent=False)
 
     @classmethod
     def check_config(cls, a, m):
@@ -69,9 +76,10 @@ class MultiHeadLatent(FusedMultiHead):
         def heads(t, width):
             return t.view(B, T, -1, width).transpose(1, 2)
 
-        c_kv = self.kv_down(x_BTD)
-        c_q = x_BTD if self.q_down is None else self.q_down(x_BTD)
-        k_rope_B1TR = rope(heads(self.k_rope(x_BTD), R), self.inv_freq)
-        q_BHTE = torch.cat([heads(self.q_up(c_q), Dh), rope(heads(self.q_rope(c_q), R), self.inv_freq)], -1)
+        c_kv = self.kv_norm(self.kv_down(x_BTD))
+        c_q = x_BTD if self.q_down is None else self.q_norm(self.q_down(x_BTD))
+        base = self.cfg.rope_base
+        k_rope_B1TR = rope(heads(self.k_rope(x_BTD), R), base)
+        q_BHTE = torch.cat([heads(self.q_up(c_q), Dh), rope(heads(self.q_rope(c_q), R), base)], -1)
         k_BHTE = torch.cat([heads(self.k_up(c_kv), Dh), k_rope_B1TR.expand(B, H, T, R)], -1)
         return q_BHTE, k_BHTE, heads(self.v_up(c_kv), Dh)

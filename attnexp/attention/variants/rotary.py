@@ -12,17 +12,20 @@ def rotate_half(x):
     return torch.cat((-x2, x1), dim=-1)
 
 
-def rope(x_BHTD, inv_freq):
-    """x rotated pairwise (first half with second half of the last dim) by position x frequency."""
-    T = x_BHTD.shape[2]
-    angles_TD = torch.outer(torch.arange(T, device=x_BHTD.device, dtype=torch.float32), inv_freq)
+def rope(x_BHTD, base: float):
+    """x rotated pairwise (first half with second half of the last dim) by position x frequency.
+    Angles are computed in float32, or float64 for float64 inputs (so a float64 check against a
+    reference is exact), never in bf16."""
+    T, D = x_BHTD.shape[2], x_BHTD.shape[3]
+    dtype = torch.promote_types(x_BHTD.dtype, torch.float32)
+    angles_TD = torch.outer(torch.arange(T, device=x_BHTD.device, dtype=dtype), inverse_frequencies(D, base, x_BHTD.device, dtype))
     angles_TD = torch.cat((angles_TD, angles_TD), dim=-1)
     cos, sin = angles_TD.cos().to(x_BHTD.dtype), angles_TD.sin().to(x_BHTD.dtype)
     return x_BHTD * cos + rotate_half(x_BHTD) * sin
 
 
-def inverse_frequencies(dim: int, base: float):
-    return 1.0 / base ** (torch.arange(0, dim, 2).float() / dim)
+def inverse_frequencies(dim: int, base: float, device=None, dtype=torch.float32):
+    return 1.0 / base ** (torch.arange(0, dim, 2, device=device, dtype=dtype) / dim)
 
 
 @register
@@ -39,9 +42,5 @@ class Rotary(FusedMultiHead):
         check((m.d_model // m.n_heads) % 2 == 0, f"rotary needs an even head size; d_model/n_heads = {m.d_model // m.n_heads}")
         check(a.rope_base > 1, f"attention.rope_base={a.rope_base} must be > 1")
 
-    def __init__(self, d_model, n_heads, cfg):
-        super().__init__(d_model, n_heads, cfg)
-        self.register_buffer("inv_freq", inverse_frequencies(self.d_head, cfg.rope_base), persistent=False)
-
     def rotate(self, q_BHTD, k_BGTD):
-        return rope(q_BHTD, self.inv_freq), rope(k_BGTD, self.inv_freq)
+        return rope(q_BHTD, self.cfg.rope_base), rope(k_BGTD, self.cfg.rope_base)

@@ -9,6 +9,12 @@ A row sums to 1 - exp(sink_h) / (exp(sink_h) + sum_k exp(s_ik)) < 1: the rest go
 so a head that has nothing to attend to need not dump its mass on the first token. With
 sink_h = -inf it is plain softmax attention.
 
+The sink logits start at 0 (exp(0) = 1: at first the sink weighs as much as one key with score 0).
+gpt-oss's released weights are loaded, not initialised, and its Hugging Face port draws fresh
+ones from N(0, 0.02²); both start a head near "one extra key", so we keep a deterministic 0.
+tests/test_reference_implementations.py checks this layer against a transcription of gpt-oss's
+`sdpa` with sinks.
+
 Backends: eager appends the sink as an extra score column; sdpa appends it as an extra key whose
 score is sink_h for every query (an extra feature: q gets a constant 1, real keys 0, the sink key
 sink_h / scale; its value is 0); flex rescales the plain output by exp(lse) / (exp(lse) + exp(sink_h))

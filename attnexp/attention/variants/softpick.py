@@ -3,10 +3,14 @@ Softmax" (arXiv:2504.20966).
 
     softpick(x)_i = ReLU(e^{x_i} - 1) / (sum_j |e^{x_j} - 1| + eps)                    (their eq. 2)
 
-computed stably with m = max_j x_j by multiplying numerator and denominator by e^{-m}:
-ReLU(e^{x_i - m} - e^{-m}) / (sum_j |e^{x_j - m} - e^{-m}| + eps e^{-m})            (their eq. 3)
+computed stably with m = max_j x_j by multiplying numerator and denominator by e^{-m}, with eps
+added after the shift as the authors' code does (softpick-attention's `naive_softpick_attn.py`,
+and their flash kernel's hard-coded 1e-6, the default here):
 
-Only allowed keys enter either sum. Scores at or below 0 get exactly 0 weight, so a row sums to
+    ReLU(e^{x_i - m} - e^{-m}) / (sum_j |e^{x_j - m} - e^{-m}| + eps)                  (their eq. 3)
+
+so eps is in units of the shifted sums (it guards a row whose shifted terms are all 0), not of
+eq. 2's; the two differ by at most eps. Only allowed keys enter either sum. Scores at or below 0 get exactly 0 weight, so a row sums to
 at most 1 and a head can put its mass nowhere instead of on a sink token; a row with no allowed
 key is all zeros (0 / eps), never NaN. Eager only: sdpa and flex compute softmax rows.
 """
@@ -25,11 +29,14 @@ from attnexp.config import check
 def softpick(x, allowed, eps: float, dim: int = -1):
     """Softpick over `dim`, entries where `allowed` is False excluded (weight 0)."""
     x = x.masked_fill(~allowed, float("-inf"))
-    m = x.amax(dim, keepdim=True).clamp_min(0).detach()  # m >= 0 keeps e^{-m} <= 1; a fully masked row has m = 0
+    # m >= 0 keeps e^{-m} <= 1 and a fully masked row finite (m = 0). Where the true max is below 0
+    # every numerator is 0 either way, so this is the authors' function (not detached: their m
+    # carries gradient through eps, and so does ours).
+    m = x.amax(dim, keepdim=True).clamp_min(0)
     e = torch.exp(x - m)  # 0 at masked entries
     shifted = e - torch.exp(-m)
     num = F.relu(shifted)
-    den = (shifted.abs() * allowed).sum(dim, keepdim=True) + eps * torch.exp(-m)
+    den = (shifted.abs() * allowed).sum(dim, keepdim=True) + eps
     return num / den
 
 
