@@ -6,4 +6,4 @@ import sys  # noqa: E402
 
 from attnexp.cli import main  # noqa: E402
 
-sys.exit(main())
+sys.exit(main(started=STARTED))

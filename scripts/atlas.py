@@ -16,7 +16,7 @@ next to it. Then one table and two figures:
 - atlas_recall.png: the best-aligned head of every variant on one recall example (seed 0).
 
     python scripts/atlas.py                                   # the README's atlas (see --help)
-    python scripts/atlas.py --variants fused,sink --tasks recall --seeds 1 --epochs 2   # a quick look
+    python scripts/atlas.py --variants mha,sink --tasks recall --seeds 1 --epochs 2   # a quick look
 
 Writes scripts/results/atlas_<device>.{json,md} and scripts/results/images/atlas_*.png; the runs
 stay under --runs (default: a temporary folder, printed).
@@ -43,14 +43,15 @@ QUIET = ["logger=none", "trainer.enable_progress_bar=false", "maps.animation=fal
 
 
 def option(variant: str) -> str:
-    """The conf/attention option of a registered variant (`fused` is the `causal` preset; the mask
+    """The conf/attention option of a registered variant (`mha` is the `causal` preset; the mask
     is set per task below)."""
-    return "causal" if variant == "fused" else variant
+    return "causal" if variant == "mha" else variant
 
 
 def sweep(task: str, variants: list[str], seeds: int, epochs: int, root: Path, extra: list[str]) -> float:
     """One multirun of every variant x seed on `task`; returns its wall time."""
-    overrides = [f"experiment={task}", f"attention={','.join(option(v) for v in variants)}", f"seed={','.join(map(str, range(seeds)))}",
+    overrides = [f"experiment={task}", f"attention={','.join(option(v) for v in variants)}",
+                 f"seed={','.join(map(str, range(seeds)))}",
                  f"trainer.max_epochs={epochs}", *QUIET, *extra, f"hydra.sweep.dir={root / task}",
                  "hydra.sweep.subdir=${attention.name}_s${seed}"]
     if task == "toy_agreement":
@@ -107,7 +108,8 @@ def fmt(x, spec=".2f", none="-"):
 def markdown(table: dict, tasks: list[str], variants: list[str]) -> str:
     lines = []
     for task in tasks:
-        lines += [f"\n**{task}**\n", "| variant | acc (sd) | steps to 99% (runs) | alignment | entropy | first-token mass | tokens/s | params |",
+        lines += [f"\n**{task}**\n",
+                  "| variant | acc (sd) | steps to 99% (runs) | alignment | entropy | first-token mass | tokens/s | params |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for v in variants:
             a = table[task].get(v)
@@ -191,14 +193,16 @@ def main() -> None:
     variants, tasks = args.variants.split(","), args.tasks.split(",")
     extra = list(args.overrides)
     root = Path(args.runs or tempfile.mkdtemp(prefix="atlas-"))
-    print(f"atlas: {len(variants)} variants x {len(tasks)} tasks x {args.seeds} seeds, {args.epochs} epochs each; runs in {root}", flush=True)
+    print(f"atlas: {len(variants)} variants x {len(tasks)} tasks x {args.seeds} seeds, {args.epochs} epochs each; "
+          f"runs in {root}", flush=True)
 
     table, per_run, walls = {}, {}, {}
     for task in tasks:
         walls[task] = round(sweep(task, variants, args.seeds, args.epochs, root, extra), 1)
         rows = [run_row(p.parent) for p in sorted((root / task).glob("*/summary.json"))]
         per_run[task] = rows
-        table[task] = {v: aggregate([r for r in rows if r["variant"] == v]) for v in variants if any(r["variant"] == v for r in rows)}
+        table[task] = {v: aggregate([r for r in rows if r["variant"] == v]) for v in variants
+                       if any(r["variant"] == v for r in rows)}
         print(f"{task}: {len(rows)} runs in {walls[task]:.0f} s", flush=True)
 
     import torch
@@ -212,7 +216,8 @@ def main() -> None:
         recall_figure(per_run["recall"], variants, RESULTS / "images" / f"atlas_recall{args.tag}.png")
     meta = {"device": device, "torch": torch.__version__, "seeds": args.seeds, "epochs": args.epochs,
             "overrides": args.overrides, "wall_s": walls, "total_wall_s": round(sum(walls.values()), 1), "runs_dir": str(root)}
-    (RESULTS / f"atlas_{device}{args.tag}.json").write_text(json.dumps({**meta, "table": table, "runs": per_run}, indent=1) + "\n")
+    record = {**meta, "table": table, "runs": per_run}
+    (RESULTS / f"atlas_{device}{args.tag}.json").write_text(json.dumps(record, indent=1) + "\n")
     header = (f"# Atlas ({title}; {meta['total_wall_s'] / 60:.0f} minutes)\n\n"
               f"`python scripts/atlas.py --seeds {args.seeds} --epochs {args.epochs}"
               f"{' ' + ' '.join(args.overrides) if args.overrides else ''}`\n")

@@ -5,7 +5,7 @@ Three arms, each in a fresh process, in rotating order (a repeat count that is a
 each arm first, second and last equally often), `--repeats` times; medians are reported:
 
 - `plain`: a nanoGPT-style loop written by hand: the same `Transformer`, DataLoaders, AdamW and
-  warmup+cosine schedule (`attnexp.lit.adamw_warmup_cosine`) and gradient clipping; a validation
+  warmup+cosine schedule (`attnexp.training.module.adamw_warmup_cosine`) and gradient clipping; a validation
   pass (loss, accuracy) and a `torch.save` of model + optimizer after every epoch; bf16 autocast
   on a GPU.
 - `lean`: `attnexp train maps.enabled=false logger=none trainer.enable_progress_bar=false`:
@@ -58,7 +58,7 @@ class StepClock:
 def _clock_in_recorder() -> StepClock:
     """The same clock inside attnexp's own RunRecorder hooks: an extra Lightning callback would add
     its own dispatch cost (~0.1 ms a step) to the arm being measured."""
-    from attnexp.recorder import RunRecorder
+    from attnexp.training.recorder import RunRecorder
 
     clock = StepClock()
     batch_start, epoch_start = RunRecorder.on_train_batch_start, RunRecorder.on_train_epoch_start
@@ -76,9 +76,7 @@ def _clock_in_recorder() -> StepClock:
 
 
 def run_attnexp(overrides: list[str], out_dir: Path) -> dict:
-    from attnexp.cli import compose
-    from attnexp.run import load_run
-    from attnexp.train import train
+    from attnexp.api import compose, load_run, train
 
     clock = _clock_in_recorder()
     s = train(load_run(compose(overrides, out_dir)))
@@ -92,11 +90,11 @@ def run_plain(overrides: list[str], out_dir: Path) -> dict:
 
     import torch.nn.functional as F
 
-    from attnexp.cli import compose
+    from attnexp.api import compose, load_run
     from attnexp.data import build_datamodule
-    from attnexp.lit import adamw_warmup_cosine
     from attnexp.model import Transformer, lm_loss
-    from attnexp.run import load_run, training_on_cpu
+    from attnexp.model.device import training_on_cpu
+    from attnexp.training.module import adamw_warmup_cosine
 
     run = load_run(compose(overrides, out_dir))
     random.seed(run.seed)
@@ -197,7 +195,8 @@ def main() -> None:
     print(f"\n{device}, median of {args.repeats}, overrides: {args.overrides or 'none'}")
     print(f"| arm | step ms | vs {order[0]} | fit s | vs {order[0]} |\n| --- | --- | --- | --- | --- |")
     for a in order:
-        print(f"| {a} | {med[a]['step_ms']:.2f} | {over[a]['step_ms']:+.1f}% | {med[a]['fit_s']:.2f} | {over[a]['fit_s']:+.1f}% |")
+        print(f"| {a} | {med[a]['step_ms']:.2f} | {over[a]['step_ms']:+.1f}% | {med[a]['fit_s']:.2f} | "
+              f"{over[a]['fit_s']:+.1f}% |")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import sys
 import time
@@ -34,11 +33,10 @@ sys.path.insert(0, str(REPO))
 from attnexp import attention  # noqa: E402
 from attnexp.attention import MaskSpec  # noqa: E402
 from attnexp.attention.kernels import attend  # noqa: E402
-from attnexp.config import AttentionConfig  # noqa: E402
-from attnexp.perf import peak_tflops  # noqa: E402
+from attnexp.model.flops import peak_tflops  # noqa: E402
 
 D_MODEL_HEADS = 16  # heads in every row (d_model = 16 x head dim)
-FULL_GRID = ("fused", "alibi", "sliding_window", "gqa")  # every shape; the other variants at one length
+FULL_GRID = ("mha", "alibi", "sliding_window", "gqa")  # every shape; the other variants at one length
 
 
 def device_name(device: torch.device) -> str:
@@ -117,7 +115,7 @@ def row(name: str, backend: str, T: int, Dh: int, causal: bool, device, dtype, b
 
 def grid(args, device) -> list[tuple]:
     if args.smoke:
-        return [("fused", b, 64, 16, c) for b in ("eager", "sdpa") for c in (True, False)] + \
+        return [("mha", b, 64, 16, c) for b in ("eager", "sdpa") for c in (True, False)] + \
                [("alibi", "sdpa", 64, 16, True)]
     lengths = [128, 256, 512, 1024] if device.type == "cpu" else [128, 512, 1024, 2048, 4096, 8192]
     dims = [64] if device.type == "cpu" else [64, 128]
@@ -126,7 +124,7 @@ def grid(args, device) -> list[tuple]:
     for name, cls in attention.registered().items():
         if not cls.softmax or "sdpa" not in cls.backends or name in ("torch_mha", "multi_head_list", "single_head",
                                                                     "dot_product", "rotary"):
-            continue  # the kernel rows: rotary, the list of heads etc. hand the same kernel the same tensors as fused
+            continue  # the kernel rows: rotary, the list of heads etc. hand the same kernel the same tensors as mha
         for b in backends:
             if b not in cls.backends:
                 continue

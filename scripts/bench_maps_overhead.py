@@ -52,8 +52,8 @@ def main() -> None:
     name = f"maps_overhead_{'gpu' if torch.cuda.is_available() else 'cpu'}.json"
     (out / name).write_text(json.dumps(result, indent=2) + "\n")
     print(f"\n{device}, median of {args.repeats}:")
-    print(f"  fit   {med[False]['train_time_s']:.1f} s -> {med[True]['train_time_s']:.1f} s with maps ({over['train_time_s']:+.1f}%)")
-    print(f"  wall  {med[False]['wall_time_s']:.1f} s -> {med[True]['wall_time_s']:.1f} s with maps ({over['wall_time_s']:+.1f}%)")
+    for key, label in (("train_time_s", "fit "), ("wall_time_s", "wall")):
+        print(f"  {label}  {med[False][key]:.1f} s -> {med[True][key]:.1f} s with maps ({over[key]:+.1f}%)")
 
 
 if __name__ == "__main__":

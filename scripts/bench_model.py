@@ -24,9 +24,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from attnexp.config import AttentionConfig, ModelConfig, OptimConfig  # noqa: E402
-from attnexp.lit import adamw_warmup_cosine  # noqa: E402
 from attnexp.model import Transformer, lm_loss  # noqa: E402
-from attnexp.perf import peak_tflops, train_flops_per_position  # noqa: E402
+from attnexp.model.flops import peak_tflops, train_flops_per_position  # noqa: E402
+from attnexp.training.module import adamw_warmup_cosine  # noqa: E402
 
 SIZES = {  # name: (d_model, heads, layers, T, batch, vocab)
     "gpt2-small": (768, 12, 12, 1024, 16, 50304),
@@ -39,7 +39,7 @@ def measure(size: str, compile_: bool, device: torch.device, steps: int) -> dict
     d, h, layers, T, B, V = SIZES[size]
     torch.manual_seed(0)
     model = Transformer(ModelConfig(d_model=d, n_heads=h, n_layers=layers, max_len=T),
-                        AttentionConfig(name="fused", backend="sdpa"), V).to(device)
+                        AttentionConfig(name="mha", backend="sdpa"), V).to(device)
     opt, sched = adamw_warmup_cosine(model.parameters(), OptimConfig(), steps + 5, fused=device.type == "cuda")
     fwd = torch.compile(model) if compile_ else model
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
@@ -67,7 +67,7 @@ def measure(size: str, compile_: bool, device: torch.device, steps: int) -> dict
     if device.type == "cuda":
         torch.cuda.synchronize()
     s = (time.perf_counter() - t0) / steps
-    flops = B * T * train_flops_per_position(model.matmul_params(), "fused", True, T, d, h, layers)
+    flops = B * T * train_flops_per_position(model.matmul_params(), AttentionConfig(name="mha"), T, d, h, layers)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     peak = peak_tflops(name, "bf16-mixed" if device.type == "cuda" else "32-true")
     return {"model": size, "compile": compile_, "params_m": round(model.num_params() / 1e6, 1), "T": T, "batch": B,

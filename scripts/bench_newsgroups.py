@@ -20,10 +20,9 @@ from pathlib import Path
 
 import torch
 
-from attnexp.cli import compose as compose_cfg  # the same composition as `attnexp train`
+from attnexp.api import compose as compose_cfg  # the same composition as `attnexp train`
+from attnexp.api import load_run, train
 from attnexp.data import build_datamodule
-from attnexp.run import load_run
-from attnexp.train import train
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -61,7 +60,8 @@ def main() -> None:
     results = {"device": device, "platform": platform.platform(), "torch": torch.__version__,
                "experiment": args.experiment, "overrides": args.overrides, "minutes": args.minutes, "settings": {}}
     for name in args.settings.split(","):
-        ov = [f"experiment={args.experiment}", "logger=csv", limit, "trainer.enable_progress_bar=false", *SETTINGS[name], *args.overrides]
+        ov = [f"experiment={args.experiment}", "logger=csv", limit, "trainer.enable_progress_bar=false", *SETTINGS[name],
+              *args.overrides]
         times = load_times(args.experiment, SETTINGS[name] + [o for o in args.overrides if o.startswith(("data.", "model.init"))])
         out_dir = Path(tempfile.mkdtemp(prefix=f"bench-ng-{name}-"))
         s = train(load_run(compose_cfg(ov, out_dir)))
@@ -80,14 +80,16 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     stem = f"newsgroups_{'gpu' if torch.cuda.is_available() else 'cpu'}{args.tag}"
     (out / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
-    rows = ["| setting | test acc | macro-F1 | TF-IDF+SVM | gap (pts) | epochs | train s | wall s | tokens/s | load+tok cold / cached s |",
+    rows = ["| setting | test acc | macro-F1 | TF-IDF+SVM | gap (pts) | epochs | train s | wall s | tokens/s "
+            "| load+tok cold / cached s |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, r in results["settings"].items():
         rows.append(f"| {name} | {r['test_acc']:.3f} | {r['test_f1_macro']:.3f} | {r['tfidf_svm_acc']:.3f} | {r['gap_pts']} | "
                     f"{r['epochs']} | {r['train_time_s']:.0f} | {r['wall_time_s']:.0f} | {r['tokens_per_s']:.0f} | "
                     f"{r['load_tokenize']['cold_s']} / {r['load_tokenize']['cached_s']} |")
     table = "\n".join(rows)
-    (out / f"{stem}.md").write_text(f"# 20 Newsgroups on {device}: experiment={args.experiment}\n\n{args.minutes} min training limit per setting; "
+    (out / f"{stem}.md").write_text(f"# 20 Newsgroups on {device}: experiment={args.experiment}\n\n"
+                                    f"{args.minutes} min training limit per setting; "
                                     f"extra overrides: {args.overrides or 'none'}\n\n{table}\n")
     print("\n" + table)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Start-up: from `python -m attnexp train` to the first training step (summary.json's startup_s,
 measured from the top of attnexp/__main__.py), for the README's default run, each in a fresh
-process; and how long `import attnexp.train` alone takes (Lightning, torch, torchmetrics).
+process; and how long `import attnexp.training.fit` alone takes (Lightning, torch, torchmetrics).
 
     python scripts/bench_startup.py --repeats 5
 
@@ -37,9 +37,9 @@ def main() -> None:
                             f"hydra.run.dir={d}/run"], cwd=d, check=True, capture_output=True)
             startup.append(json.loads(Path(d, "run", "summary.json").read_text())["startup_s"])
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import attnexp.train"], check=True)
+        subprocess.run([sys.executable, "-c", "import attnexp.training.fit"], check=True)
         imports.append(round(time.perf_counter() - t0, 2))
-        print(f"repeat {i}: first step after {startup[-1]:.2f} s; import attnexp.train {imports[-1]:.2f} s", flush=True)
+        print(f"repeat {i}: first step after {startup[-1]:.2f} s; import attnexp.training.fit {imports[-1]:.2f} s", flush=True)
     present = {m: importlib.util.find_spec(m) is not None for m in ("scipy", "sklearn", "transformers")}
     result = {"startup_s": startup, "median_startup_s": statistics.median(startup), "import_train_s": imports,
               "median_import_train_s": statistics.median(imports), "installed": present}
@@ -47,7 +47,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / f"startup_cpu{args.tag}.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nmedian of {args.repeats}: first training step after {result['median_startup_s']:.2f} s "
-          f"(import attnexp.train {result['median_import_train_s']:.2f} s); installed: {present}")
+          f"(import attnexp.training.fit {result['median_import_train_s']:.2f} s); installed: {present}")
 
 
 if __name__ == "__main__":

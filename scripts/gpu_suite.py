@@ -87,7 +87,8 @@ def main() -> None:
     pretrained = Path(args.pretrained).resolve()
     if args.parts is None and not (pretrained / "config.json").is_file():
         print(f"gpu_suite.py: no pretrained model at {pretrained}: the finetune part is left out (--pretrained DIR)")
-    parts = args.parts.split(",") if args.parts else [p for p in PARTS if p != "finetune" or (pretrained / "config.json").is_file()]
+    have_model = (pretrained / "config.json").is_file()
+    parts = args.parts.split(",") if args.parts else [p for p in PARTS if p != "finetune" or have_model]
     bad = sorted(set(parts) - set(PARTS))
     if bad:
         ap.error(f"--parts: unknown {bad}; choose from {', '.join(PARTS)}")
@@ -110,7 +111,7 @@ def main() -> None:
     s = args.smoke
     jobs = {
         "cuda-tests": ([py, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider", "--durations=10",
-                        *(["-k", "flex_gradients and fused"] if s else [])], 90 if s else 150),
+                        *(["-k", "flex_gradients and mha"] if s else [])], 90 if s else 150),
         "kernels": ([py, "scripts/bench_kernels.py", f"--out={out}", *(["--smoke"] if s else ["--budget-s=150"])],
                     120 if s else 200),
         "model": ([py, "scripts/bench_model.py", f"--out={out}", *(["--smoke"] if s else [])], 120 if s else 150),
@@ -124,11 +125,13 @@ def main() -> None:
         if name == "newsgroups":
             results = {}
             for tag in (["preset"] if s else tags):
-                extra = ["data.limit=300", "data.vocab_size=2000", "data.max_len=128", "trainer.max_epochs=1"] if s else NEWSGROUPS[tag]
+                tiny = ["data.limit=300", "data.vocab_size=2000", "data.max_len=128", "trainer.max_epochs=1"]
+                extra = tiny if s else NEWSGROUPS[tag]
                 results[tag] = run(f"newsgroups {tag}", [py, "scripts/bench_newsgroups.py", f"--out={out}", f"--tag=_{tag}",
                                                          f"--minutes={0.5 if s else args.newsgroups_minutes}",
                                                          f"--settings={settings}", *ng_path, *extra],
-                                   180 if s else 60 * n_settings * (args.newsgroups_minutes + 0.75), out / f"newsgroups_{tag}.log")
+                                   180 if s else 60 * n_settings * (args.newsgroups_minutes + 0.75),
+                                   out / f"newsgroups_{tag}.log")
                 meta["parts"]["newsgroups"] = results
                 write_summary(out, meta)
             continue
@@ -145,8 +148,10 @@ def main() -> None:
         meta["parts"][name] = run(name, cmd, limit, out / f"{name}.log")
         write_summary(out, meta)  # after every part: a call cut off at its limit keeps what finished
     write_summary(out, meta)
-    failed = [n for n, r in meta["parts"].items() if (r.get("status") if n != "newsgroups" else
-                                                        next((x["status"] for x in r.values() if x["status"] != "ok"), "ok")) != "ok"]
+    def outcome(name, r):
+        return r.get("status") if name != "newsgroups" else next((x["status"] for x in r.values() if x["status"] != "ok"), "ok")
+
+    failed = [n for n, r in meta["parts"].items() if outcome(n, r) != "ok"]
     print((out / "suite.md").read_text())
     sys.exit(1 if failed else 0)
 

@@ -52,10 +52,9 @@ def agreement(report: dict) -> None:
     import numpy as np
     import torch
 
-    from attnexp.cli import compose
+    from attnexp.api import compose, load_run
     from attnexp.data import build_datamodule
-    from attnexp.lit import AttnexpModule
-    from attnexp.run import load_run
+    from attnexp.training.module import AttnexpModule
 
     run_dir = Path(tempfile.mkdtemp(prefix="readme-agreement-"))
     s = train_cli(run_dir, ["experiment=toy_agreement"])

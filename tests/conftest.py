@@ -1,22 +1,12 @@
+"""Fixtures for every test (helpers live in tests/helpers/, imported by name)."""
+
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
-from attnexp.cli import compose, conf_dir
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never download: a hub name must fail at once, not after retries
-CONF = conf_dir()
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-
-
-compose_cfg = compose  # exactly as `python -m attnexp train` composes
-
-
-def options(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
 
 
 @pytest.fixture(autouse=True)
@@ -29,13 +19,6 @@ def _fresh_dynamo_for_flex(request):
 
         torch._dynamo.reset()
     yield
-
-
-def run_of(overrides: list[str], out_dir="unused"):
-    """The validated Run that `attnexp train OVERRIDES` would train into `out_dir`."""
-    from attnexp.run import load_run
-
-    return load_run(compose(overrides, out_dir))
 
 
 @pytest.fixture(autouse=True)

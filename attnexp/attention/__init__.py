@@ -8,6 +8,6 @@ property tests in tests/test_attention.py cover it at once.
 
 from attnexp.attention.base import Attention
 from attnexp.attention.masking import MaskSpec
-from attnexp.attention.registry import build, get, matrix, register, registered, validate, with_defaults
+from attnexp.attention.registry import build, canonical, get, matrix, register, registered, validate, with_defaults
 
-__all__ = ["Attention", "MaskSpec", "register", "get", "build", "validate", "registered", "with_defaults", "matrix"]
+__all__ = ["Attention", "MaskSpec", "register", "canonical", "get", "build", "validate", "registered", "with_defaults", "matrix"]

@@ -16,6 +16,7 @@ class Attention(nn.Module):
     `check_config`; the registry calls it when a config is validated."""
 
     name: ClassVar[str]
+    aliases: ClassVar[tuple[str, ...]] = ()  # older names that still select it (configs, checkpoints)
     summary: ClassVar[str]
     backends: ClassVar[tuple[str, ...]] = BACKENDS
     softmax: ClassVar[bool] = True  # each row is a softmax over allowed keys (so shift-invariant)
@@ -32,6 +33,19 @@ class Attention(nn.Module):
         super().__init__()
         self.d_model, self.n_heads, self.cfg = d_model, n_heads, cfg
         self.backend = cfg.backend
+
+    @classmethod
+    def flops_per_query(cls, a: AttentionConfig, T: int, d_model: int, n_heads: int) -> float:
+        """Forward FLOPs of the score and weighted-sum products for one query position, all heads
+        (a multiply-add is 2): q·k for every key it sees, then the weights times v. Causal counts
+        the half of the score matrix it computes, a window its window. attnexp.model.flops sums
+        this into MFU; a variant with other products overrides it."""
+        return 2 * 2 * cls.keys_per_query(a, T) * d_model
+
+    @staticmethod
+    def keys_per_query(a: AttentionConfig, T: int) -> float:
+        keys = min(a.window, T) if a.window else T
+        return (keys + 1) / 2 if a.causal else keys  # causal: on average over a sequence's queries
 
     @classmethod
     def model_defaults(cls, m: ModelConfig) -> dict[str, Any]:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import math
 import warnings
-from functools import lru_cache
-from typing import Callable, Protocol
+from collections.abc import Callable
+from functools import cache
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -80,7 +81,7 @@ def sdpa(q, k, v, mask: MaskSpec, *, scale, bias: Tensor | None = None, dropout_
     return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=drop, scale=scale, enable_gqa=gqa)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _flex_fn(device_type: str):
     from torch.nn.attention.flex_attention import flex_attention
 

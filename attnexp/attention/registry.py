@@ -15,6 +15,7 @@ from attnexp.attention.base import Attention
 from attnexp.config import AttentionConfig, ConfigError, ModelConfig, check, one_of
 
 REGISTRY: dict[str, type[Attention]] = {}
+ALIASES: dict[str, str] = {}  # an older name -> the variant's name
 MASKS = ("causal", "bidirectional")
 _SHARED = ("name", "mask", "backend", "dropout")  # every other AttentionConfig field belongs to some variant
 _loaded = False
@@ -22,8 +23,11 @@ _loaded = False
 
 def register(cls: type[Attention]) -> type[Attention]:
     if REGISTRY.get(cls.name, cls) is not cls:
-        raise ValueError(f"attention variant {cls.name!r} is registered twice: {REGISTRY[cls.name].__module__} and {cls.__module__}")
+        raise ValueError(f"attention variant {cls.name!r} is registered twice: {REGISTRY[cls.name].__module__} "
+                         f"and {cls.__module__}")
     REGISTRY[cls.name] = cls
+    for alias in cls.aliases:
+        ALIASES[alias] = cls.name
     return cls
 
 
@@ -38,7 +42,14 @@ def registered() -> dict[str, type[Attention]]:
     return {name: REGISTRY[name] for name in sorted(REGISTRY)}
 
 
+def canonical(name: str) -> str:
+    """A variant's name, given it or one of its aliases (an older name)."""
+    registered()
+    return ALIASES.get(name, name)
+
+
 def get(name: str) -> type[Attention]:
+    name = canonical(name)
     if name not in registered():
         raise ValueError(f"Unknown attention variant {name!r}; registered: {', '.join(registered())}")
     return REGISTRY[name]
@@ -65,6 +76,7 @@ def validate(a: AttentionConfig, m: ModelConfig, training_on_cpu: bool | None = 
     """Reject impossible combinations with a message that lists what is possible; returns the
     config with the variant's defaults filled in (what the run will use)."""
     reg = registered()
+    a = replace(a, name=canonical(a.name))
     check(a.name in reg, f"attention.name={a.name!r} is not a registered variant; choose one of: {', '.join(reg)}")
     cls = reg[a.name]
     one_of(a.mask, MASKS, "attention.mask")
@@ -82,7 +94,7 @@ def validate(a: AttentionConfig, m: ModelConfig, training_on_cpu: bool | None = 
         raise ConfigError(f"attention.{f.name} only applies to {', '.join(users)}, not {a.name}; "
                           f"use attention={users[0]} or drop the override")
     a = with_defaults(a, m)
-    for k, default in cls.options.items():
+    for k, _default in cls.options.items():
         check(getattr(a, k) is not None, f"attention={a.name} needs attention.{k} (e.g. attention.{k}=...)")
     cls.check_config(a, m)
     return a

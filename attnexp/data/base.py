@@ -32,7 +32,7 @@ class EpochBatches(Sampler[list[int]]):
         self.epoch = epoch
 
     @property
-    def sampler(self) -> "EpochBatches":
+    def sampler(self) -> EpochBatches:
         """Lightning calls `set_epoch` on `loader.batch_sampler.sampler` (fabric's _set_sampler_epoch)."""
         return self
 
@@ -118,11 +118,11 @@ class TokenDataModule(L.LightningDataModule):
         self.num_classes: int | None = None
 
     @property
-    def objective(self) -> str:
+    def label_kind(self) -> str:
         return "classify" if self.task.name == "classify" else self.task.objective
 
     def collator(self, per_epoch: bool) -> Collator:
-        return Collator(self.objective, self.pad_id, self.mask_id, self.vocab_size, self.first_word_id,
+        return Collator(self.label_kind, self.pad_id, self.mask_id, self.vocab_size, self.first_word_id,
                         self.task.mask_prob, seed=self.seed, per_epoch=per_epoch,
                         pad_multiple=self.cfg.pad_to_multiple_of or 1, max_len=self.cfg.max_len)
 

@@ -1,4 +1,4 @@
-"""Batches: right padding, a boolean pad mask, and labels for the objective.
+"""Batches: right padding, a boolean pad mask, and labels of the kind the task needs.
 
 Items are dicts with `input_ids` (list[int]), `idx`, and optionally `label` (classification) or
 `labels` (per-token targets already given, e.g. the synthetic tasks; -100 = no loss).
@@ -30,7 +30,7 @@ def pad(seqs: list[list[int]], pad_id: int, multiple: int = 1, cap: int | None =
 
 @dataclass
 class Collator:
-    objective: str  # next | masked | classify | given
+    label_kind: str  # next (the next token) | masked (masked tokens) | classify (the item's label) | given (the item's own)
     pad_id: int
     mask_id: int
     vocab_size: int
@@ -46,21 +46,21 @@ class Collator:
         ids, pad_mask = pad([it["input_ids"] for it in items], self.pad_id, self.pad_multiple, self.max_len)
         # Known here on the CPU for free; the model would need a device sync to find out.
         batch = {"input_ids": ids, "pad_mask": pad_mask, "padded": min(lengths) < ids.shape[1], "n_tokens": sum(lengths)}
-        if self.objective == "classify":
+        if self.label_kind == "classify":
             batch["labels"] = torch.tensor([it["label"] for it in items])
-        elif self.objective == "next":
+        elif self.label_kind == "next":
             labels = torch.full_like(ids, IGNORE)
             labels[:, :-1] = ids[:, 1:].masked_fill(~pad_mask[:, 1:], IGNORE)
             batch["labels"] = labels
-        elif self.objective == "masked":
+        elif self.label_kind == "masked":
             batch["input_ids"], batch["labels"] = self.mask_tokens(ids, pad_mask, items)
-        elif self.objective == "given":
+        elif self.label_kind == "given":
             labels = torch.full_like(ids, IGNORE)
             for b, it in enumerate(items):
                 labels[b, : lengths[b]] = torch.as_tensor(it["labels"])
             batch["labels"] = labels
         else:
-            raise ValueError(f"Unknown objective {self.objective!r}")
+            raise ValueError(f"Unknown label kind {self.label_kind!r}")
         return batch
 
     def mask_tokens(self, ids, pad_mask, items):

@@ -96,9 +96,11 @@ class NewsgroupsDataConfig:
         check(not (self.remove or self.source == "sklearn") or importlib.util.find_spec("sklearn") is not None,
               f"data.{'remove' if self.remove else 'source=sklearn'} needs scikit-learn: pip install 'attnexp[newsgroups]'")
         check(0 < self.val_fraction < 1, f"data.val_fraction={self.val_fraction} must be in (0, 1)")
-        check(self.tokenizer_model in ("wordpiece", "bpe"), f"data.tokenizer_model={self.tokenizer_model!r} is not one of: wordpiece, bpe")
+        check(self.tokenizer_model in ("wordpiece", "bpe"),
+              f"data.tokenizer_model={self.tokenizer_model!r} is not one of: wordpiece, bpe")
         check(self.vocab_size >= 100, f"data.vocab_size={self.vocab_size} is too small; use at least 100")
-        check(self.limit is None or self.limit >= 10, f"data.limit={self.limit} is too few posts to split; use at least 10 (or null: all)")
+        check(self.limit is None or self.limit >= 10,
+              f"data.limit={self.limit} is too few posts to split; use at least 10 (or null: all)")
         if self.source == "local":
             check(Path(self.path).is_dir(), f"data.path={self.path!r}: no such folder; give a folder holding train.* and "
                                             f"test.* (.jsonl[.gz], .csv or .parquet with text and label columns)")

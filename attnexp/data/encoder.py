@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from attnexp.config import ConfigError
 from attnexp.data.vocab import BOS, EOS, PAD, Vocab, words
 
 
@@ -52,5 +53,13 @@ class TextEncoder:
         return {"kind": self.kind, "payload": self.payload, "lowercase": self.lowercase, "max_len": self.max_len}
 
     @classmethod
-    def from_state(cls, d: dict) -> "TextEncoder":
+    def from_state(cls, d: dict) -> TextEncoder:
         return cls(d["kind"], d["payload"], d["lowercase"], d["max_len"])
+
+    @classmethod
+    def from_checkpoint(cls, ckpt: dict, key: str = "ckpt", path=None) -> TextEncoder:
+        """The encoder a run saved in its checkpoint (its DataModule's state)."""
+        for name, value in ckpt.items():
+            if name.endswith("DataModule") and isinstance(value, dict) and "encoder" in value:
+                return cls.from_state(value["encoder"])
+        raise ConfigError(f"{key}={str(path)!r} holds no tokenizer (it predates attnexp 0.1's maps); retrain it")

@@ -36,7 +36,8 @@ def local_files(folder: Path) -> dict[str, str]:
     for split in ("train", "test"):
         found = [p for p in sorted(folder.glob(f"{split}.*")) if "".join(p.suffixes) in EXT]
         if not found:
-            raise ConfigError(f"data.path={str(folder)!r} has no {split}.jsonl[.gz] / {split}.csv / {split}.parquet; {OFFLINE_HINT}")
+            raise ConfigError(f"data.path={str(folder)!r} has no {split}.jsonl[.gz] / {split}.csv / {split}.parquet; "
+                              f"{OFFLINE_HINT}")
         files[split] = str(found[0])
     return files
 
@@ -74,8 +75,7 @@ def check_labels(labels: list, path: str) -> None:
 def clean(batch: dict, remove: tuple[str, ...]) -> dict:
     """sklearn's own header/footer/quote strippers, so `remove` means exactly what sklearn's does."""
     try:
-        from sklearn.datasets._twenty_newsgroups import (strip_newsgroup_footer, strip_newsgroup_header,
-                                                         strip_newsgroup_quoting)
+        from sklearn.datasets._twenty_newsgroups import strip_newsgroup_footer, strip_newsgroup_header, strip_newsgroup_quoting
     except ImportError:
         raise ConfigError("data.remove uses scikit-learn's own strippers: pip install 'attnexp[newsgroups]' "
                           "(or scikit-learn)") from None
@@ -162,7 +162,7 @@ class NewsgroupsDataModule(TokenDataModule):
         try:
             parts = ds["train"].train_test_split(test_size=c.val_fraction, stratify_by_column="label", seed=c.seed)
         except ValueError as e:  # a class with a single post cannot be stratified
-            warnings.warn(f"validation split not stratified ({e}); using a plain seeded split")
+            warnings.warn(f"validation split not stratified ({e}); using a plain seeded split", stacklevel=2)
             parts = ds["train"].train_test_split(test_size=c.val_fraction, seed=c.seed)
         return DatasetDict(train=parts["train"], val=parts["test"], test=ds["test"])
 

@@ -15,9 +15,9 @@ import random
 import string
 
 from attnexp.data.base import TokenDataModule
-from attnexp.data.encoder import TextEncoder
-from attnexp.data.vocab import BOS, EOS, MASK, PAD, SEP, SPECIALS
 from attnexp.data.collate import IGNORE
+from attnexp.data.encoder import TextEncoder
+from attnexp.data.vocab import BOS, EOS, MASK, PAD, SEP, WORD_SPECIALS
 
 
 def symbol_names(n: int) -> list[str]:
@@ -26,7 +26,7 @@ def symbol_names(n: int) -> list[str]:
 
 
 def example(kind: str, n: int, n_symbols: int, rng: random.Random, causal: bool) -> dict:
-    first = len(SPECIALS)
+    first = len(WORD_SPECIALS)
     draw = (lambda k: rng.sample(range(first, first + n_symbols), k)) if kind in ("recall", "induction") else \
         (lambda k: [rng.randrange(first, first + n_symbols) for _ in range(k)])
     if kind == "recall":
@@ -59,13 +59,13 @@ def example(kind: str, n: int, n_symbols: int, rng: random.Random, causal: bool)
 class SyntheticDataModule(TokenDataModule):
     def __init__(self, cfg, task, causal: bool, run_dir: str | None = None, seed: int = 0):
         super().__init__(cfg, task, causal, seed)
-        self.pad_id, self.mask_id, self.first_word_id = PAD, MASK, len(SPECIALS)
-        names = SPECIALS + symbol_names(cfg.n_symbols)
+        self.pad_id, self.mask_id, self.first_word_id = PAD, MASK, len(WORD_SPECIALS)
+        names = WORD_SPECIALS + symbol_names(cfg.n_symbols)
         self.vocab_size = len(names)
         self.encoder = TextEncoder("words", names, lowercase=True, max_len=cfg.max_len)
 
     @property
-    def objective(self) -> str:
+    def label_kind(self) -> str:
         return "given"
 
     def setup(self, stage: str | None = None) -> None:

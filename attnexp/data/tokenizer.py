@@ -9,17 +9,17 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+SUBWORD_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
 def train_tokenizer(texts, kind: str, vocab_size: int, lowercase: bool) -> Tokenizer:
     if kind == "wordpiece":
         tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIALS, show_progress=False)
+        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SUBWORD_SPECIALS, show_progress=False)
         tok.decoder = decoders.WordPiece()
     else:
         tok = Tokenizer(models.BPE(unk_token="[UNK]"))
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS, show_progress=False)
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SUBWORD_SPECIALS, show_progress=False)
         tok.decoder = decoders.BPEDecoder()
     norm = [normalizers.NFD(), normalizers.StripAccents()] + ([normalizers.Lowercase()] if lowercase else [])
     tok.normalizer = normalizers.Sequence(norm)

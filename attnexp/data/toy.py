@@ -10,13 +10,13 @@ from attnexp.data import grammar
 from attnexp.data.base import TokenDataModule
 from attnexp.data.configs import ToyDataConfig
 from attnexp.data.encoder import TextEncoder
-from attnexp.data.vocab import MASK, PAD, SPECIALS, Vocab, words
+from attnexp.data.vocab import MASK, PAD, WORD_SPECIALS, Vocab, words
 
 
 class ToyDataModule(TokenDataModule):
     def __init__(self, cfg: ToyDataConfig, task, causal: bool, run_dir=None, seed: int = 0):
         super().__init__(cfg, task, causal, seed)
-        self.pad_id, self.mask_id, self.first_word_id = PAD, MASK, len(SPECIALS)
+        self.pad_id, self.mask_id, self.first_word_id = PAD, MASK, len(WORD_SPECIALS)
 
     def load_sentences(self) -> list[grammar.Sentence]:
         cfg = self.cfg

@@ -3,8 +3,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-SPECIALS = ["[PAD]", "[UNK]", "[BOS]", "[EOS]", "[MASK]", "[SEP]"]
-PAD, UNK, BOS, EOS, MASK, SEP = range(len(SPECIALS))
+WORD_SPECIALS = ["[PAD]", "[UNK]", "[BOS]", "[EOS]", "[MASK]", "[SEP]"]
+PAD, UNK, BOS, EOS, MASK, SEP = range(len(WORD_SPECIALS))
 _WORD = re.compile(r"\w+|[^\w\s]")
 
 
@@ -20,10 +20,10 @@ class Vocab:
         self.stoi = {t: i for i, t in enumerate(self.itos)}
 
     @classmethod
-    def build(cls, sentences, min_freq: int = 1, extra: list[str] = ()) -> "Vocab":
+    def build(cls, sentences, min_freq: int = 1, extra: list[str] = ()) -> Vocab:
         counts = Counter(w for s in sentences for w in s)
         kept = [w for w, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if c >= min_freq]
-        return cls(SPECIALS + list(extra) + [w for w in kept if w not in SPECIALS and w not in extra])
+        return cls(WORD_SPECIALS + list(extra) + [w for w in kept if w not in WORD_SPECIALS and w not in extra])
 
     def __len__(self) -> int:
         return len(self.itos)

@@ -45,13 +45,15 @@ def write(out_dir: Path, w: np.ndarray, probe) -> list[Path]:
     paths, libs = [], _libraries()
     for b, toks in enumerate(probe.tokens):
         n = len(toks)
-        attn = [torch.from_numpy(np.ascontiguousarray(w[layer, b, :, :n, :n], dtype=np.float32))[None] for layer in range(w.shape[0])]
+        attn = [torch.from_numpy(np.ascontiguousarray(w[layer, b, :, :n, :n], dtype=np.float32))[None]
+                for layer in range(w.shape[0])]
         types = probe.types[b] if probe.types else []
         split = types.index(1) if 1 in types else None
         for name, view in (("head", head_view), ("model", model_view)):
             page = view(attn, list(toks), sentence_b_start=split, html_action="return")
             path = out_dir / f"bertviz_{name}_view_ex{b}.html"
-            path.write_text(f"<!doctype html><html><head><meta charset=utf-8><title>bertviz {name} view, example {b}</title></head>"
+            path.write_text("<!doctype html><html><head><meta charset=utf-8>"
+                            f"<title>bertviz {name} view, example {b}</title></head>"
                             f"<body>{libs}{page.data.replace(CDN_REQUIRE, '')}</body></html>", encoding="utf-8")
             paths.append(path)
     return paths

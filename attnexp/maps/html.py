@@ -24,7 +24,8 @@ TEMPLATE = Path(__file__).with_name("viewer.html")
 K = 8  # keys kept per query row for the text view
 
 
-def quantize(w: np.ndarray, signed: bool, scale: float = 1.0) -> np.ndarray:
+def weight_bytes(w: np.ndarray, signed: bool, scale: float = 1.0) -> np.ndarray:
+    """Weights as one byte each (the viewer's `decode` reverses it): log steps, or linear when signed."""
     if signed:
         return np.clip(np.rint(127.5 + 127.5 * w / max(scale, 1e-12)), 0, 255).astype(np.uint8)
     q = 1 + np.rint(254 * (np.log10(np.maximum(w, 1e-12)) + 6) / 6)
@@ -66,9 +67,9 @@ class Viewer:
             top = np.take_along_axis(full, idx, -1)
             m = float(np.abs(full).max()) if self.signed else 1.0
             sc.append(m)
-            hs.append(quantize(pooled, self.signed, m).ravel())
+            hs.append(weight_bytes(pooled, self.signed, m).ravel())
             ti.append(np.pad(idx, [(0, 0)] * 3 + [(0, K - k)]).astype(np.uint16).ravel())
-            tw.append(np.pad(quantize(top, self.signed, m), [(0, 0)] * 3 + [(0, K - k)]).ravel())
+            tw.append(np.pad(weight_bytes(top, self.signed, m), [(0, 0)] * 3 + [(0, K - k)]).ravel())
         self.epochs.append(epoch)
         self.heat.append(pack(np.concatenate(hs)))
         self.top_i.append(pack(np.concatenate(ti)))

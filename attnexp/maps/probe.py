@@ -4,14 +4,11 @@ through the weight-returning (eager) path of the very modules that train on SDPA
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import torch
 
-from attnexp.config import MapsConfig
 from attnexp.data.collate import pad
-from attnexp.maps import render
 
 
 @dataclass
@@ -56,25 +53,3 @@ def attention_maps(model, probe: Probe, pad_id: int) -> np.ndarray:
     w = torch.stack(out.attn).float()  # (L, B, H, T, T)
     w = w * pad_mask[None, :, None, :, None] * pad_mask[None, :, None, None, :]
     return w.cpu().numpy()
-
-
-def save_snapshot(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, head_stats: dict, title: str,
-                  view: MapsConfig, scores: np.ndarray | None = None, **meta) -> list:
-    """One snapshot of the probe set's maps, the same for the callback (epochNNN) and `attnexp maps`:
-    <stem>.npz (fp16 weights (L, B, H, T, T), tokens (B, T) and lengths (B,), stat_<name> (L, H),
-    alignment and `meta`) and a PNG grid per example, <stem>_exK.png. Returns (grid, PNG bytes) per
-    example: the paletted grid doubles as a GIF frame, the bytes go to the loggers as they are."""
-    extra = {**meta, **({"alignment": scores} if scores is not None else {})}
-    T = max(probe.lengths)  # tokens as a (B, T) string array padded with "": no pickled objects, np.load reads it safely
-    np.savez_compressed(out_dir / f"{stem}.npz", weights=w.astype(np.float16), lengths=np.array(probe.lengths),
-                        tokens=np.array([list(t) + [""] * (T - len(t)) for t in probe.tokens], dtype=str),
-                        **{f"stat_{k}": v for k, v in head_stats.items()}, **extra)
-    grids = []
-    note = " · (alignment score)" if scores is not None else ""
-    for b, toks in enumerate(probe.tokens):
-        img = render.quantize(render.grid(w[:, b], toks, f"{title} · example {b}{note}", view.max_tokens,
-                                          head_scores=scores, scale=view.scale, long=view.long))
-        png = render.to_png(img)
-        (out_dir / f"{stem}_ex{b}.png").write_bytes(png)
-        grids.append((img, png))
-    return grids

@@ -3,13 +3,13 @@
 Not matplotlib figures: a figure costs ~0.9 s to lay out and encode, which at 4 examples a
 epoch made map logging cost more than the default run's training. This draws a grid in ~20 ms.
 The colour scale and the treatment of long sequences are maps.view's; the legend is on the
-picture. Grids are quantized to one fixed palette (`quantize`), which makes the PNGs ~3x faster
+picture. Grids are turned into one fixed palette (`to_palette`), which makes the PNGs ~3x faster
 to write and doubles as the GIF frames."""
 
 from __future__ import annotations
 
 import io
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
@@ -20,7 +20,7 @@ MAX_LABELS = 48  # beyond this many tokens, label every k-th so the labels stay 
 BG, INK, GREY = (255, 255, 255), (30, 30, 30), (90, 90, 90)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _font(size: int):
     try:
         return ImageFont.load_default(size=size)
@@ -113,7 +113,7 @@ def to_png(img: Image.Image) -> bytes:
     return buf.getvalue()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _palette() -> Image.Image:
     """One fixed palette for every frame: 112 viridis and 112 blue-white-red steps, and 32 greys
     (text, background). Quantizing each frame adaptively cost ~0.2 s per GIF; this costs ~0.03 s."""
@@ -124,7 +124,7 @@ def _palette() -> Image.Image:
     return pal
 
 
-def quantize(img: Image.Image) -> Image.Image:
+def to_palette(img: Image.Image) -> Image.Image:
     """The grid in the fixed palette: 1 byte a pixel, for the PNG and as a GIF frame."""
     return img.quantize(palette=_palette(), dither=Image.Dither.NONE)
 

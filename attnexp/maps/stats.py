@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
+LABELS = {"entropy": "row entropy (nats)", "distance": "mean distance |i-j|", "first_token": "mass on the first token",
+          "row_mass": "row mass (1 for softmax rows)", "sink_mass": "mass on no token",
+          "head_diversity": "diversity from the other heads (JS)", "alignment": "alignment with the required keys"}
+
 
 def _rows(lengths, T):
     """(B, T) True at real query positions."""

@@ -33,10 +33,13 @@ class AttnexpOptunaSweeperConf:
     n_jobs: int = 1  # trials launched at once (a parallel launcher runs them side by side)
     sampler: str = "tpe"  # tpe | random
     seed: int | None = 0
-    pruner: str = "median"  # median | none (pruning needs jobs in this process: the basic launcher)
+    pruner: str = "median"  # median | none (jobs report per-epoch values to the study in `storage`)
     n_startup_trials: int = 3  # trials that run to the end before any is pruned
     n_warmup_steps: int = 1  # epochs a trial always gets
     params: dict[str, str] = field(default_factory=dict)
+    # Set by the sweeper for each job it launches (hydra.sweeper.trial=N): the trial the job runs
+    # for, which the job opens from `storage` to report per-epoch values and be pruned.
+    trial: int | None = None
 
 
 ConfigStore.instance().store(group="hydra/sweeper", name="attnexp_optuna", node=AttnexpOptunaSweeperConf,
@@ -101,8 +104,6 @@ class OptunaSweeper(Sweeper):
     def sweep(self, arguments: list[str]) -> None:
         import optuna
 
-        from attnexp.sweeps import ACTIVE_TRIALS
-
         parser = OverridesParser.create()
         given = parser.parse_overrides(arguments)
         space = {o.get_key_element(): distribution(o)
@@ -120,9 +121,9 @@ class OptunaSweeper(Sweeper):
         while left > 0:
             trials = [study.ask() for _ in range(min(self.s.n_jobs, left))]
             batch = []
-            for i, trial in enumerate(trials):
-                ACTIVE_TRIALS[self.job_idx + i] = trial
-                batch.append([*fixed, *(f"{k}={suggest(trial)}" for k, suggest in space.items())])
+            for trial in trials:
+                batch.append([*fixed, *(f"{k}={suggest(trial)}" for k, suggest in space.items()),
+                              f"hydra.sweeper.trial={trial.number}"])
             returns = self.launcher.launch(batch, initial_job_idx=self.job_idx)
             for trial, ret in zip(trials, returns):
                 state, value = outcome(ret)
@@ -131,7 +132,6 @@ class OptunaSweeper(Sweeper):
                 else:
                     study.tell(trial, state=optuna.trial.TrialState.PRUNED if state == "pruned" else
                                optuna.trial.TrialState.FAIL)
-                ACTIVE_TRIALS.pop(self.job_idx, None)
                 self.job_idx += 1
             left -= len(trials)
         self.write_results(study)

@@ -7,7 +7,7 @@ import torch
 from torch import Tensor
 
 from attnexp.attention.registry import register
-from attnexp.attention.variants.fused import FusedMultiHead
+from attnexp.attention.variants.mha import MultiHead
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -43,7 +43,7 @@ class DistancePenalty:
 
 
 @register
-class ALiBi(FusedMultiHead):
+class ALiBi(MultiHead):
     """Attention with Linear Biases (Press et al. 2022): score_ij - slope_h * |i - j|, no position embeddings."""
 
     name = "alibi"

@@ -26,12 +26,12 @@ from torch import nn
 
 from attnexp.attention.kernels import attend
 from attnexp.attention.registry import register
-from attnexp.attention.variants.fused import FusedMultiHead
+from attnexp.attention.variants.mha import MultiHead
 from attnexp.config import check
 
 
 @register
-class Differential(FusedMultiHead):
+class Differential(MultiHead):
     name = "differential"
     summary = "differential attention: difference of two softmax maps, learned lambda, per-head RMSNorm (Ye et al. 2024)"
     rows = "signed"
@@ -43,6 +43,11 @@ class Differential(FusedMultiHead):
             nn.Parameter(torch.randn(half) * 0.1) for _ in range(4))
         self.head_norm = nn.RMSNorm(self.d_head, eps=1e-5)
         self.set_layer(0)  # lambda_init of the first layer until the block says which layer this is
+
+    @classmethod
+    def flops_per_query(cls, a, T, d_model, n_heads):
+        keys = cls.keys_per_query(a, T)  # two maps of half-width q·k, each times the full-width v
+        return 2 * keys * d_model + 2 * 2 * keys * d_model
 
     @classmethod
     def check_config(cls, a, m):

@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnexp.attention.registry import register
-from attnexp.attention.variants.fused import FusedMultiHead
+from attnexp.attention.variants.mha import MultiHead
 
 
 @dataclass
@@ -58,7 +58,7 @@ class ForgetDecay:
 
 
 @register
-class Forgetting(FusedMultiHead):
+class Forgetting(MultiHead):
     name = "forgetting"
     summary = "Forgetting Transformer: data-dependent forget gate as a cumulative log-decay score bias (Lin et al. 2025)"
     positional = True  # the decay orders keys by position, as FoX is used without position embeddings

@@ -20,11 +20,11 @@ import torch
 from torch import nn
 
 from attnexp.attention.registry import register
-from attnexp.attention.variants.fused import FusedMultiHead
+from attnexp.attention.variants.mha import MultiHead
 
 
 @register
-class GatedAttention(FusedMultiHead):
+class GatedAttention(MultiHead):
     name = "gated"
     summary = "gated attention: elementwise sigmoid gate from the layer input on each head's output (Qiu et al. 2025)"
 

@@ -1,12 +1,12 @@
 from __future__ import annotations
 
 from attnexp.attention.registry import register
-from attnexp.attention.variants.fused import FusedMultiHead
+from attnexp.attention.variants.mha import MultiHead
 from attnexp.config import check
 
 
 @register
-class GroupedQuery(FusedMultiHead):
+class GroupedQuery(MultiHead):
     """Grouped-query attention (Ainslie et al.): n_kv_heads key/value heads, each shared by
     n_heads / n_kv_heads query heads. n_kv_heads=1 is multi-query attention (`attention=mqa`)."""
 

@@ -5,7 +5,7 @@ import torch.nn.functional as F
 
 from attnexp.attention.kernels import repeat_kv
 from attnexp.attention.registry import register
-from attnexp.attention.variants.fused import FusedMultiHead
+from attnexp.attention.variants.mha import MultiHead
 from attnexp.config import check
 
 
@@ -14,7 +14,7 @@ def feature_map(x):
 
 
 @register
-class LinearAttention(FusedMultiHead):
+class LinearAttention(MultiHead):
     """Kernelized attention: phi(q) phi(k)ᵀ normalized per row instead of a softmax.
 
     Backend `linear` runs in O(T): prefix sums of phi(k) vᵀ for causal masking, plain sums for
@@ -28,6 +28,11 @@ class LinearAttention(FusedMultiHead):
     softmax = False
     backends_why = "not a softmax: no sdpa/flex kernel; its own O(T) prefix-sum backend `linear`"
     options = {"eps": 1e-6}
+
+    @classmethod
+    def flops_per_query(cls, a, T, d_model, n_heads):
+        d_head = d_model // n_heads  # phi(k) v^T into a (d_head x d_head) state, then phi(q) against it: per head
+        return 2 * 2 * n_heads * d_head * d_head
 
     @classmethod
     def check_config(cls, a, m):

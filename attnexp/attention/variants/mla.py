@@ -34,13 +34,13 @@ from torch import nn
 
 from attnexp.attention.base import Attention
 from attnexp.attention.registry import register
-from attnexp.attention.variants.fused import FusedMultiHead
+from attnexp.attention.variants.mha import MultiHead
 from attnexp.attention.variants.rotary import rope
 from attnexp.config import check
 
 
 @register
-class MultiHeadLatent(FusedMultiHead):
+class MultiHeadLatent(MultiHead):
     name = "mla"
     summary = "multi-head latent attention: low-rank joint K/V latent, decoupled RoPE (DeepSeek-V2)"
     positional = True
@@ -61,6 +61,11 @@ class MultiHeadLatent(FusedMultiHead):
         self.q_up = nn.Linear(q_in, H * Dh, bias=False)  # W_UQ
         self.q_rope = nn.Linear(q_in, H * R, bias=False)  # W_QR
         self.out = nn.Linear(H * Dh, d_model, bias=False)  # W_O
+
+    @classmethod
+    def flops_per_query(cls, a, T, d_model, n_heads):
+        keys = cls.keys_per_query(a, T)  # q·k over the content and the decoupled RoPE part, weights times v
+        return 2 * keys * n_heads * (d_model // n_heads + a.rope_dim) + 2 * keys * d_model
 
     @classmethod
     def check_config(cls, a, m):

@@ -3,7 +3,7 @@ from __future__ import annotations
 import torch
 
 from attnexp.attention.registry import register
-from attnexp.attention.variants.fused import FusedMultiHead
+from attnexp.attention.variants.mha import MultiHead
 from attnexp.config import check
 
 
@@ -18,7 +18,8 @@ def rope(x_BHTD, base: float):
     reference is exact), never in bf16."""
     T, D = x_BHTD.shape[2], x_BHTD.shape[3]
     dtype = torch.promote_types(x_BHTD.dtype, torch.float32)
-    angles_TD = torch.outer(torch.arange(T, device=x_BHTD.device, dtype=dtype), inverse_frequencies(D, base, x_BHTD.device, dtype))
+    positions_T = torch.arange(T, device=x_BHTD.device, dtype=dtype)
+    angles_TD = torch.outer(positions_T, inverse_frequencies(D, base, x_BHTD.device, dtype))
     angles_TD = torch.cat((angles_TD, angles_TD), dim=-1)
     cos, sin = angles_TD.cos().to(x_BHTD.dtype), angles_TD.sin().to(x_BHTD.dtype)
     return x_BHTD * cos + rotate_half(x_BHTD) * sin
@@ -29,7 +30,7 @@ def inverse_frequencies(dim: int, base: float, device=None, dtype=torch.float32)
 
 
 @register
-class Rotary(FusedMultiHead):
+class Rotary(MultiHead):
     """RoPE (Su et al.): q and k rotated by position-dependent angles, so q·k depends on i - j."""
 
     name = "rotary"

@@ -24,7 +24,7 @@ import torch
 
 from attnexp.attention.kernels import eager_weighted
 from attnexp.attention.registry import register
-from attnexp.attention.variants.fused import FusedMultiHead
+from attnexp.attention.variants.mha import MultiHead
 
 
 def sigmoid_weights(scores_BHTT, allowed, bias: float):
@@ -33,9 +33,10 @@ def sigmoid_weights(scores_BHTT, allowed, bias: float):
 
 
 @register
-class SigmoidAttention(FusedMultiHead):
+class SigmoidAttention(MultiHead):
     name = "sigmoid"
-    summary = "sigmoid attention: elementwise sigmoid(score + b), b = attention.sigmoid_bias (-log max_len) (Ramapuram et al. 2024)"
+    summary = ("sigmoid attention: elementwise sigmoid(score + b), b = attention.sigmoid_bias (-log max_len) "
+               "(Ramapuram et al. 2024)")
     backends = ("eager",)
     backends_why = "elementwise sigmoid, not a softmax: sdpa/flex normalise rows (FlashSigmoid is not in torch)"
     softmax = False
@@ -48,8 +49,8 @@ class SigmoidAttention(FusedMultiHead):
 
     def __init__(self, d_model, n_heads, cfg):
         if cfg.sigmoid_bias is None:
-            raise ValueError("sigmoid attention needs attention.sigmoid_bias; build it through attention.build(..., m=ModelConfig) "
-                             "or a validated config, which default it to -log(model.max_len)")
+            raise ValueError("sigmoid attention needs attention.sigmoid_bias; build it through "
+                             "attention.build(..., m=ModelConfig) or a validated config, which default it to -log(model.max_len)")
         super().__init__(d_model, n_heads, cfg)
 
     def kernel(self, q, k, v, mask, need_weights, bias):

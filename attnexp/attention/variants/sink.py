@@ -31,11 +31,11 @@ from torch import nn
 
 from attnexp.attention.kernels import flex, repeat_kv
 from attnexp.attention.registry import register
-from attnexp.attention.variants.fused import FusedMultiHead
+from attnexp.attention.variants.mha import MultiHead
 
 
 @register
-class SinkAttention(FusedMultiHead):
+class SinkAttention(MultiHead):
     name = "sink"
     summary = "softmax with a learned per-head sink logit in the denominator (off-by-one, gpt-oss)"
     rows = "at most 1"

@@ -1,12 +1,12 @@
 from __future__ import annotations
 
 from attnexp.attention.registry import register
-from attnexp.attention.variants.fused import FusedMultiHead
+from attnexp.attention.variants.mha import MultiHead
 from attnexp.config import check
 
 
 @register
-class SlidingWindow(FusedMultiHead):
+class SlidingWindow(MultiHead):
     """Local attention: each query sees keys at distance < attention.window (Longformer/Mistral).
 
     The window lives in the MaskSpec the model builds once per forward, so every backend applies

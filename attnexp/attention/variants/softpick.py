@@ -10,9 +10,10 @@ and their flash kernel's hard-coded 1e-6, the default here):
     ReLU(e^{x_i - m} - e^{-m}) / (sum_j |e^{x_j - m} - e^{-m}| + eps)                  (their eq. 3)
 
 so eps is in units of the shifted sums (it guards a row whose shifted terms are all 0), not of
-eq. 2's; the two differ by at most eps. Only allowed keys enter either sum. Scores at or below 0 get exactly 0 weight, so a row sums to
-at most 1 and a head can put its mass nowhere instead of on a sink token; a row with no allowed
-key is all zeros (0 / eps), never NaN. Eager only: sdpa and flex compute softmax rows.
+eq. 2's; the two differ by at most eps. Only allowed keys enter either sum. Scores at or below 0
+get exactly 0 weight, so a row sums to at most 1 and a head can put its mass nowhere instead of on
+a sink token; a row with no allowed key is all zeros (0 / eps), never NaN. Eager only: sdpa and
+flex compute softmax rows.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import torch.nn.functional as F
 
 from attnexp.attention.kernels import eager_weighted
 from attnexp.attention.registry import register
-from attnexp.attention.variants.fused import FusedMultiHead
+from attnexp.attention.variants.mha import MultiHead
 from attnexp.config import check
 
 
@@ -41,7 +42,7 @@ def softpick(x, allowed, eps: float, dim: int = -1):
 
 
 @register
-class Softpick(FusedMultiHead):
+class Softpick(MultiHead):
     name = "softpick"
     summary = "softpick: rectified, sum-normalised exp(x)-1 in place of softmax (Zuhri et al. 2025)"
     backends = ("eager",)

@@ -1,0 +1,62 @@
+"""`python -m attnexp <command>` and the `attnexp` console script: each command parses its
+arguments, calls the library, and turns the outcome into an exit code (cli/exits.py)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from attnexp.launch.compose import compose  # noqa: F401 - attnexp.cli.compose, its home before 0.2 (use attnexp.api)
+
+USAGE = """usage: python -m attnexp <command> [args]
+
+commands:
+  train [overrides]   train one run, or a sweep with -m (Hydra); `train --help` lists config groups
+  variants            the attention variants: masks, backends, what their weights are
+  maps ckpt=PATH text="..." [out=DIR]
+                      render the attention maps of a trained checkpoint for any text
+  compare [DIR ...] [sort=KEY] [csv=PATH]
+                      runs side by side from their summary.json (default: the newest sweep)
+
+examples:
+  python -m attnexp train attention=causal
+  python -m attnexp train -m attention=causal,bidirectional model.n_layers=2,4
+  python -m attnexp compare
+"""
+COMMANDS = ("train", "variants", "maps", "compare")
+
+
+def main(argv: list[str] | None = None, started: float | None = None) -> int:
+    """`started`: when the process started (`python -m attnexp` records it before any import), for
+    the run's start-up time; now, for the console script."""
+    argv = sys.argv[1:] if argv is None else argv
+    started = started or time.time()
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        return 0
+    cmd, rest = argv[0], argv[1:]
+    if os.environ.get("ATTNEXP_SUBCOMMAND") == "train" and "=" in cmd:  # a DDP child Lightning started
+        cmd, rest = "train", argv
+    if cmd == "train":
+        from attnexp.cli.train import train_cli
+
+        return train_cli(rest, started)
+    if cmd == "variants":
+        from attnexp.cli.variants import variants_cli
+
+        return variants_cli(rest)
+    if cmd == "maps":
+        from attnexp.cli.maps import maps_cli
+
+        return maps_cli(rest)
+    if cmd == "compare":
+        from attnexp.cli.compare import compare_cli
+
+        return compare_cli(rest)
+    print(f"attnexp: unknown command {cmd!r}; choose one of: {', '.join(COMMANDS)}\n\n{USAGE}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""`python -m attnexp compare [DIR ...] [sort=KEY] [csv=PATH] [md=PATH] [report=PATH.html]`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from attnexp.results.compare import CompareError, markdown, newest_sweep, read, tables, write_csv
+
+USAGE = """usage: python -m attnexp compare [DIR ...] [sort=KEY] [csv=PATH] [md=PATH] [report=PATH.html]
+
+  DIR          folders holding runs (a multirun/<date>/<time> sweep, outputs/, one run); every
+               summary.json below them is read. Default: the newest sweep under ./multirun.
+  sort=KEY     order rows by a column: best (the default, each run's checkpoint.monitor, best
+               first), a metric such as test/acc or val/loss, or time, tokens/s, run
+  csv=PATH     also write the table as CSV (md=PATH: as Markdown)
+  report=PATH  a self-contained HTML report: the table, curves with seed bands, quality against
+               throughput and memory, per-head statistics, links to every run's viewer
+
+Runs that differ only in `seed` are grouped: mean, std, n and a 95% interval over seeds; the best
+group is marked, and `vs best` gives Welch's t-test p over seeds ("~" when p > 0.05: within noise).
+
+example:
+  python -m attnexp train -m attention=causal,alibi,linear seed=0,1,2
+  python -m attnexp compare report=report.html   # 3 groups of 3 seeds
+"""
+
+def compare_cli(argv: list[str]) -> int:
+    if any(a in ("-h", "--help", "help") for a in argv):
+        print(USAGE)
+        return 0
+    opts, paths = {}, []
+    for a in argv:  # a run folder may hold "=" (Hydra's sweep dirs): only these keys are options
+        key, eq, val = a.partition("=")
+        if eq and key in ("sort", "csv", "md", "report"):
+            opts[key] = val
+        else:
+            paths.append(Path(a))
+    try:
+        paths = paths or [newest_sweep()]
+        summaries = read(paths)
+        t, cols, rows, gcols, grows = tables(summaries, opts.get("sort", "best"))
+    except CompareError as e:
+        print(f"attnexp compare: {e}", file=sys.stderr)
+        return 2
+    if grows:
+        print(f"{len(grows)} groups of seeds ({t.monitor or 'best'}: mean ± std (n); vs best: Welch's t-test over "
+              f"seeds, ~ = within noise, p > 0.05)\n")
+        print(markdown(gcols, grows) + "\n")
+    print(markdown(cols, rows))
+    if "csv" in opts:
+        write_csv(Path(opts["csv"]), *(gcols, grows) if grows else (cols, rows))
+        print(f"\nwrote {opts['csv']}")
+    if "md" in opts:
+        Path(opts["md"]).write_text((markdown(gcols, grows) + "\n\n" if grows else "") + markdown(cols, rows) + "\n")
+        print(f"wrote {opts['md']}")
+    if "report" in opts:
+        from attnexp.results.report import write_report
+
+        write_report(Path(opts["report"]), t, cols, rows, gcols, grows)
+        print(f"wrote {opts['report']}")
+    return 0

@@ -1,0 +1,175 @@
+"""`python -m attnexp train [-m] [overrides]`: the command line checked in one line, Hydra's run or
+multirun of `attnexp.training.fit.train`, what each job prints, and the exit code (cli/exits.py)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from attnexp.cli.exits import EXIT, SWEEP_FAILED, exit_code
+from attnexp.results import summary
+from attnexp.results.summary import FAILURES, Status
+
+log = logging.getLogger("attnexp")
+
+
+def train_cli(argv: list[str], started: float | None = None) -> int:
+    """Exit codes: cli/exits.py. A single run's code is its own; a sweep's is 0 when every job
+    completed, else 1. A stop signal ends either with the signal's code and a line saying how to
+    resume."""
+    from attnexp.launch.compose import register_schemas
+    from attnexp.launch.overrides import precheck
+
+    register_schemas()
+    multirun = any(a in ("-m", "--multirun") for a in argv)
+    overrides = [a for a in argv if not a.startswith("-")]
+    if all(a in ("-m", "--multirun") for a in argv if a.startswith("-")):  # not --cfg, --help, ...: Hydra's own
+        problem = precheck(overrides, multirun)
+        if problem:
+            print(f"attnexp: config error: {problem}", file=sys.stderr)
+            return EXIT[Status.CONFIG_ERROR]
+    # Lightning re-runs this command line for each extra DDP process (sys.argv, which Hydra needs
+    # without the subcommand): this tells `python -m attnexp <overrides>` that it is a train.
+    os.environ["ATTNEXP_SUBCOMMAND"] = "train"
+    sweep_root = None
+    if multirun:
+        argv, sweep_root = sweep_arguments(argv, overrides)
+    sys.argv = ["attnexp train", *argv]
+    hydra_task(overrides, multirun, started)()
+    return finish_sweep(sweep_root) if sweep_root else 0
+
+
+def sweep_arguments(argv: list[str], overrides: list[str]) -> tuple[list[str], Path]:
+    """The multirun's command line with what its jobs need (attnexp.launch.sweeps), and its folder,
+    named here rather than by Hydra so this process knows it when the jobs ran elsewhere (submitit)."""
+    from attnexp.launch.sweeps import job_overrides
+
+    argv = [*argv, *job_overrides(overrides)]
+    given = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.sweep.dir=")]
+    root = Path(given[0] if given else f"multirun/{datetime.now():%Y-%m-%d/%H-%M-%S}").resolve()
+    return (argv if given else [*argv, f"hydra.sweep.dir={root}"]), root
+
+
+def hydra_task(overrides: list[str], multirun: bool, started: float | None):
+    import hydra
+
+    from attnexp.launch.compose import conf_dir
+
+    @hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")
+    def task(cfg):
+        return job(cfg, overrides, multirun, started)
+
+    return task
+
+
+def job(cfg, overrides: list[str], multirun: bool, started: float | None) -> float | None:
+    """One run (one job of a sweep): what Hydra's sweeper gets back is the run's best monitored
+    value (Optuna's objective), or None."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from attnexp.config import ConfigError
+    from attnexp.launch.load import job_context, load_run
+
+    out = Path(HydraConfig.get().runtime.output_dir)
+    sweep = HydraConfig.get().mode == RunMode.MULTIRUN
+    try:
+        run = load_run(cfg, started)  # before the slow Lightning import
+    except ConfigError as e:
+        summary.write(out / summary.NAME, summary.error_record(out, Status.CONFIG_ERROR, str(e), job_context(started)))
+        return config_error(e, out, sweep)
+    if run.resume == "auto" and summary.read_status(out) == Status.COMPLETED:  # a finished job of a re-launched sweep
+        log.info("%s already completed; not trained again (resume=auto)", out)
+        return sweep_value(summary.read(out / summary.NAME))
+    from attnexp.training.fit import train
+    from attnexp.training.stops import Interrupted
+
+    try:
+        result = train(run)
+    except ConfigError as e:  # bad input found while loading the data
+        return config_error(e, out, sweep)
+    except Interrupted as e:
+        print(f"attnexp: stopped by {e.signame} before training started in {out}", file=sys.stderr)
+        raise SystemExit(EXIT[e.signame]) from None
+    except Exception:  # in a sweep one failed job must not take the others with it
+        if not sweep:
+            raise
+        log.exception("run %s failed", out)
+        return None
+    return None if result is None else conclude(result, overrides, multirun, out, sweep)  # None: another DDP rank
+
+
+def config_error(e: Exception, out: Path, sweep: bool) -> None:
+    if not sweep:
+        print(f"attnexp: config error: {e}", file=sys.stderr)
+        raise SystemExit(EXIT[Status.CONFIG_ERROR]) from None
+    log.error("config error in %s: %s", out, e)
+
+
+def conclude(result: dict, overrides: list[str], multirun: bool, out: Path, sweep: bool) -> float | None:
+    """The block a run ends with; a stopped run says how to resume it and ends the command (a sweep
+    too: its next job would be stopped as well); a diverged single run exits with its code."""
+    from attnexp.results.ending import end_of_run
+
+    print(end_of_run(result), flush=True)
+    if result["status"] == Status.INTERRUPTED:
+        say_stopped(result, overrides, multirun, out)
+        raise SystemExit(exit_code(Status.INTERRUPTED, result.get("signal")))
+    if result["status"] == Status.DIVERGED:
+        print(f"attnexp: diverged in {out}: {result['error']}", file=sys.stderr)
+        if not sweep:
+            raise SystemExit(EXIT[Status.DIVERGED])
+    return sweep_value(result)
+
+
+def say_stopped(result: dict, overrides: list[str], multirun: bool, out: Path) -> None:
+    again = [o for o in overrides if not o.startswith(("resume=", "hydra.run.dir=", "hydra.sweep.dir="))]
+    where = f"hydra.sweep.dir={shlex.quote(result['sweep'])}" if result.get("sweep") else f"hydra.run.dir={shlex.quote(str(out))}"
+    cmd = " ".join(["python -m attnexp train", *(["-m"] if multirun else []), *map(shlex.quote, again), where, "resume=auto"])
+    ckpt = result.get("resume_checkpoint") or "none yet (it starts afresh)"
+    print(f"attnexp: {result.get('error')}; checkpoint: {ckpt}. Resume with: {cmd}", file=sys.stderr)
+
+
+def sweep_value(result: dict) -> float | None:
+    """What a Hydra sweeper (Optuna) optimizes: the best monitored value of the run."""
+    return (result["metrics"].get("best") or {}).get("value")
+
+
+def sweep_jobs(root: Path) -> list[Path]:
+    """The job folders of a sweep, however deep (an override value with a '/' nests them)."""
+    return sorted(p.parent for p in root.rglob(".hydra") if p.is_dir() and p.parent != root)
+
+
+def finish_sweep(root: Path) -> int:
+    """The sweep's table (results.md, .csv) and its failures, read from the jobs' summary.json
+    files: the jobs may have run in other processes (submitit). A job folder without a usable
+    summary (its process died before writing one) counts as failed, and so does a sweep with no job."""
+    from attnexp.results.compare import CompareError, write_sweep_table
+
+    failures, jobs = [], sweep_jobs(root)
+    for folder in jobs:
+        try:
+            s = summary.read(folder / summary.NAME)
+        except summary.SummaryError as e:
+            failures.append(f"{folder.relative_to(root)}: its summary.json {e} (its process died?)")
+            continue
+        if s["status"] in FAILURES:
+            failures.append(f"{folder.relative_to(root)}: {s['status']}: {s.get('error') or ''}")
+    if not jobs:
+        failures.append(f"{root}: no job folder (no .hydra/ below it)")
+    try:
+        table = write_sweep_table(root)
+        print(f"attnexp: the sweep's runs side by side: {table}; a report: python -m attnexp compare "
+              f"{shlex.quote(str(root))} report={shlex.quote(str(root))}/report.html", flush=True)
+    except CompareError:
+        pass
+    if failures:
+        print(f"attnexp: {len(failures)} run(s) of the sweep failed (see their summary.json):", file=sys.stderr)
+        for f in failures:
+            print(f"  {f}", file=sys.stderr)
+        return SWEEP_FAILED
+    return 0

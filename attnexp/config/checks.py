@@ -1,0 +1,55 @@
+"""How configuration mistakes are said: a `ConfigError` whose message names the key, the bad
+value and the fix (the command line prints it as one line), and the type check that turns a plain
+dict into one of our dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration mistake the user can fix by changing an override."""
+
+
+def check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ConfigError(msg)
+
+
+def one_of(value: str, options, key: str) -> None:
+    check(value in options, f"{key}={value!r} is not one of: {', '.join(options)}")
+
+
+_KINDS = {  # the type names used in our dataclasses' annotations -> (accepts, what the message asks for)
+    "int": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    "float": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "None": (lambda v: v is None, "null"),
+    "list": (lambda v: isinstance(v, (list, tuple)), "a list"),
+    "dict": (lambda v: isinstance(v, dict), "a mapping"),
+    "Any": (lambda v: True, "anything"),
+}
+
+
+def _check_type(annotation: str, value, key: str):
+    """`value` against an annotation such as "int | None" or "list[float]"; ints widen to float."""
+    kinds = [t.strip().split("[")[0] for t in annotation.split("|")]
+    if not any(_KINDS[k][0](value) for k in kinds):
+        want = " or ".join(_KINDS[k][1] for k in kinds)
+        raise ConfigError(f"{key}={value!r} must be {want}")
+    if "float" in kinds and "int" not in kinds and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def from_dict(cls, raw: Any, where: str):
+    """Build dataclass `cls` from a plain dict; unknown keys and wrong types are ConfigErrors."""
+    check(isinstance(raw, dict), f"{where or 'the config'} must be a mapping of keys to values, not {type(raw).__name__}")
+    names = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(raw) - set(names))
+    check(not unknown, f"{where}: unknown key(s) {', '.join(map(str, unknown))}; valid keys: {', '.join(names)}")
+    values = {k: _check_type(names[k].type if isinstance(names[k].type, str) else names[k].type.__name__, v,
+                             f"{where}.{k}" if where else k) for k, v in raw.items()}
+    return cls(**values)

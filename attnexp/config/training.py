@@ -1,0 +1,170 @@
+"""What a run trains: the task, the optimizer, the map logging, checkpoints and Lightning's
+Trainer, each a dataclass with its checks (`validate`) and, where a choice is `auto`, the
+resolved form written down as what ran (`resolved`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from attnexp.config.checks import check, from_dict, one_of
+from attnexp.config.metrics import higher_is_better
+from attnexp.config.model import AttentionConfig
+
+
+@dataclass
+class TaskConfig:
+    name: str = "lm"  # lm | classify
+    objective: str = "auto"  # lm: auto | next | masked  (auto: next if causal, masked if bidirectional)
+    mask_prob: float = 0.15  # masked LM: share of real tokens to predict
+    pooling: str = "auto"  # classify: auto | cls | mean | last  (auto: last if causal, cls otherwise)
+
+    def validate(self, a: AttentionConfig) -> None:
+        one_of(self.name, ("lm", "classify"), "task.name")
+        one_of(self.objective, ("auto", "next", "masked"), "task.objective")
+        one_of(self.pooling, ("auto", "cls", "mean", "last"), "task.pooling")
+        check(0 < self.mask_prob < 1, f"task.mask_prob={self.mask_prob} must be in (0, 1)")
+        if self.name == "lm" and self.objective == "next":
+            check(a.causal, "task.objective=next with attention.mask=bidirectional lets every position see the "
+                            "token it must predict; use attention.mask=causal or task.objective=masked")
+        if self.name == "classify" and self.pooling == "cls":
+            check(not a.causal, "task.pooling=cls with causal attention pools a token that saw only itself; "
+                                "use task.pooling=last or mean, or attention.mask=bidirectional")
+
+    def resolved(self, a: AttentionConfig) -> TaskConfig:
+        """The `auto` choices filled from the mask, so what ran is written down explicitly."""
+        obj = self.objective if self.objective != "auto" else ("next" if a.causal else "masked")
+        pool = self.pooling if self.pooling != "auto" else ("last" if a.causal else "cls")
+        return replace(self, objective=obj, pooling=pool)
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 3e-3
+    weight_decay: float = 0.1
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
+    warmup_steps: int = 50
+    min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio
+    # Steps of the warmup + cosine schedule. null: the trainer's estimate at the start of the run,
+    # kept when the run resumes (set it to stretch or shorten the schedule of a resumed run).
+    total_steps: int | None = None
+    nonfinite: str = "stop"  # a NaN/inf training loss: stop (status diverged) | skip (that batch's update)
+
+    def validate(self) -> None:
+        check(self.lr > 0, f"optim.lr={self.lr} must be positive (e.g. optim.lr=3e-3)")
+        check(self.weight_decay >= 0, f"optim.weight_decay={self.weight_decay} must be >= 0")
+        check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas),
+              f"optim.betas={self.betas} must be two numbers in [0, 1)")
+        check(self.warmup_steps >= 0, f"optim.warmup_steps={self.warmup_steps} must be >= 0")
+        check(0 <= self.min_lr_ratio <= 1, f"optim.min_lr_ratio={self.min_lr_ratio} must be in [0, 1]")
+        check(self.total_steps is None or self.total_steps >= 1,
+              f"optim.total_steps={self.total_steps} must be >= 1 (or null: from the trainer)")
+        one_of(self.nonfinite, ("stop", "skip"), "optim.nonfinite")
+
+
+@dataclass
+class MapsConfig:
+    enabled: bool = True
+    every_n_epochs: int = 1
+    n_examples: int = 4  # probe set: the first N validation examples...
+    texts: list[str] = field(default_factory=list)  # ...or these texts, encoded by the data's tokenizer
+    max_tokens: int = 64  # PNG grids show at most this many tokens a side (the .npz keeps all)
+    viewer_tokens: int = 128  # the viewer's heat maps at most this many (its text view shows every token)
+    long: str = "blocks"  # longer sequences: blocks (pool neighbouring tokens, the whole map) | first (crop)
+    scale: str = "row"  # colour: row (weight / its row's max) | head (/ the head's max) | log | linear (0..1)
+    images_to_logger: bool = True  # PNG grids to TensorBoard / wandb (stats are always logged)
+    animation: bool = True  # maps/evolution_exK.gif at the end of training
+    html: bool = True  # maps/viewer.html at the end of training
+    bertviz: bool = False  # also bertviz's head_view / model_view pages of the probe set (pip install 'attnexp[hf]')
+
+    def validate(self) -> None:
+        check(self.every_n_epochs >= 1, f"maps.every_n_epochs={self.every_n_epochs} must be >= 1")
+        check(self.n_examples >= 1, f"maps.n_examples={self.n_examples} must be >= 1")
+        check(self.max_tokens >= 2, f"maps.max_tokens={self.max_tokens} must be >= 2")
+        check(self.viewer_tokens >= 2, f"maps.viewer_tokens={self.viewer_tokens} must be >= 2")
+        one_of(self.long, ("blocks", "first"), "maps.long")
+        one_of(self.scale, ("row", "head", "log", "linear"), "maps.scale")
+        if self.bertviz:
+            import importlib.util
+
+            check(importlib.util.find_spec("bertviz") is not None,
+                  "maps.bertviz=true needs bertviz: pip install 'attnexp[hf]' (or set maps.bertviz=false)")
+
+
+@dataclass
+class CheckpointConfig:
+    monitor: str = "val/loss"  # the metric that picks `best-epochNN.ckpt` (and the checkpoint `test` uses)
+    mode: str = "auto"  # auto | min | max  (auto: max for acc/f1/align, min for loss/ppl)
+    every_n_steps: int | None = None  # also write checkpoints/step-NNNNNNN.ckpt every N optimizer steps (the latest kept)
+    patience: int | None = None  # stop early when `monitor` has not improved for this many validations
+
+    def resolved(self, logged: list[str]) -> CheckpointConfig:
+        """Checked against the metrics the run logs (`logged`), with mode=auto made explicit."""
+        check(self.monitor in logged, f"checkpoint.monitor={self.monitor!r} is not a metric this run logs at validation; "
+                                      f"choose one of: {', '.join(logged)}")
+        one_of(self.mode, ("auto", "min", "max"), "checkpoint.mode")
+        mode = self.mode if self.mode != "auto" else ("max" if higher_is_better(self.monitor) else "min")
+        check(self.every_n_steps is None or self.every_n_steps >= 1,
+              f"checkpoint.every_n_steps={self.every_n_steps} must be >= 1 (or null: checkpoints at epoch ends only)")
+        check(self.patience is None or self.patience >= 1,
+              f"checkpoint.patience={self.patience} must be >= 1 (or null: no early stopping)")
+        return replace(self, mode=mode)
+
+
+@dataclass
+class TrainerConfig:
+    """lightning.pytorch.Trainer's arguments. conf/trainer/*.yaml sets them; a field left null keeps
+    Lightning's default. Any other Trainer argument (`+trainer.profiler=simple`) goes to `extra`."""
+
+    _target_: str = "lightning.pytorch.Trainer"
+    accelerator: str | None = None  # auto | cpu | gpu | ...
+    devices: int | str | list | None = None
+    strategy: str | None = None  # auto | ddp | ddp_spawn | fsdp | ...
+    num_nodes: int | None = None
+    precision: str | int | None = None  # auto (attnexp: bf16-mixed on a bf16 GPU, else 32-true) or Lightning's
+    max_epochs: int | None = None
+    max_steps: int | None = None
+    max_time: str | None = None  # DD:HH:MM:SS
+    gradient_clip_val: float | None = None
+    accumulate_grad_batches: int | None = None
+    log_every_n_steps: int | None = None
+    check_val_every_n_epoch: int | None = None
+    limit_train_batches: int | float | None = None
+    limit_val_batches: int | float | None = None
+    num_sanity_val_steps: int | None = None
+    fast_dev_run: bool | int | None = None
+    enable_progress_bar: bool | None = None
+    enable_model_summary: bool | None = None
+    deterministic: bool | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_raw(cls, raw: dict[str, Any]) -> TrainerConfig:
+        known = {f.name for f in fields(cls)} - {"extra"}
+        return from_dict(cls, {**{k: v for k, v in raw.items() if k in known},
+                               "extra": {k: v for k, v in raw.items() if k not in known}}, "trainer")
+
+    def kwargs(self) -> dict[str, Any]:
+        """The Trainer's keyword arguments (with `_target_` for hydra.utils.instantiate)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra" and getattr(self, f.name) is not None}
+        return {**out, **self.extra}
+
+    def validate(self) -> None:
+        """Degenerate runs are refused before anything is built: a run that trains nothing says so."""
+        check(self.max_epochs is None or self.max_epochs >= 1 or (self.max_epochs == -1 and (self.max_steps or -1) > 0),
+              f"trainer.max_epochs={self.max_epochs} trains nothing; use trainer.max_epochs >= 1 (or -1 with trainer.max_steps)")
+        check(self.max_steps is None or self.max_steps == -1 or self.max_steps >= 1,
+              f"trainer.max_steps={self.max_steps} trains nothing; use trainer.max_steps >= 1, or -1 for no step limit")
+        for k in ("limit_train_batches", "limit_val_batches"):
+            v = getattr(self, k)
+            check(v is None or v > 0, f"trainer.{k}={v} leaves nothing to run; use a share in (0, 1] or a batch count >= 1")
+            check(v is None or isinstance(v, int) or v <= 1, f"trainer.{k}={v}: a float is a share of the batches, at most 1.0")
+        for k in ("accumulate_grad_batches", "log_every_n_steps", "check_val_every_n_epoch", "num_nodes"):
+            v = getattr(self, k)
+            check(v is None or v >= 1, f"trainer.{k}={v} must be >= 1")
+        check(self.gradient_clip_val is None or self.gradient_clip_val >= 0,
+              f"trainer.gradient_clip_val={self.gradient_clip_val} must be >= 0")
+        check(self.num_sanity_val_steps is None or self.num_sanity_val_steps >= -1,
+              f"trainer.num_sanity_val_steps={self.num_sanity_val_steps} must be >= 0 (or -1: the whole validation set)")
+        check(self.fast_dev_run is None or isinstance(self.fast_dev_run, bool) or self.fast_dev_run >= 1,
+              f"trainer.fast_dev_run={self.fast_dev_run} must be true, false or a batch count >= 1")

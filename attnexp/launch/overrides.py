@@ -1,0 +1,112 @@
+"""The command line checked before Hydra runs anything, so a mistake is one line and no run
+folder: Hydra's own messages (a typo in a key, an unknown option, a value of the wrong type) are
+rewritten into one sentence that names the fix, with the closest valid key suggested."""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+from omegaconf import OmegaConf
+
+from attnexp.config import ConfigError
+from attnexp.launch.compose import compose
+
+_TYPES = {"Integer": "an integer", "Float": "a number", "Boolean": "true or false", "bool": "true or false"}
+
+
+def explain(e: Exception, overrides: list[str]) -> str:
+    """One line for an exception Hydra raised while composing `overrides`."""
+    from hydra.errors import MissingConfigException, OverrideParseException
+
+    text = str(e)
+    if isinstance(e, OverrideParseException):
+        bad = re.search(r"Error parsing override '(.*?)'", text)
+        what = (text.splitlines()[1:2] or [""])[0]
+        return (f"cannot read the override {bad.group(1) if bad else ''!r} ({what}); write key=value, "
+                f"e.g. model.n_layers=4 (python -m attnexp train --help lists them)")
+    if isinstance(e, MissingConfigException) and e.missing_cfg_file and "/" in e.missing_cfg_file:
+        group, name = e.missing_cfg_file.rsplit("/", 1)
+        return f"{group}={name} is not an option of {group}; choose one of: {', '.join(e.options or [])}"
+    m = re.match(r"Could not override '(.*?)'", text)
+    if m:
+        return unknown_key(m.group(1), overrides)
+    m = re.match(r"Error merging override (.*)", text)
+    if m and e.__cause__ is not None:
+        cause = str(e.__cause__).splitlines()[0]
+        kind = re.search(r"could not be converted to (\w+)|is not a valid (\w+)", cause)
+        want = _TYPES.get(next((g for g in kind.groups() if g), ""), None) if kind else None
+        return f"{m.group(1)}: must be {want}" if want else f"{m.group(1)}: {cause}"
+    return " ".join(text.split("\n\n")[0].split())
+
+
+def _keys(node, prefix: str = "") -> list[str]:
+    out = []
+    for k, v in node.items():
+        key = f"{prefix}{k}"
+        out += _keys(v, key + ".") if isinstance(v, dict) else [key]
+    return out
+
+
+def unknown_key(key: str, overrides: list[str]) -> str:
+    groups = [o for o in overrides if "=" in o and "." not in o.split("=", 1)[0] and not o.startswith(("+", "~"))]
+    try:
+        cfg = compose(groups)
+        keys = _keys(OmegaConf.to_container(cfg, resolve=False))
+    except Exception:  # the groups themselves do not compose: say what we know
+        keys = []
+    keys = [k for k in keys if not k.startswith("hydra.")]
+    close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else "; `python -m attnexp train --cfg job` prints every key"
+    extra = ""
+    if key.startswith("trainer."):
+        extra = f" (another argument of Lightning's Trainer needs a '+': +{key}=...)"
+    elif key.startswith("callbacks."):
+        extra = f" (a new callback needs a '+': +{key}=...)"
+    return f"{key} is not a config key{hint}{extra}"
+
+
+def sweep_jobs(overrides: list[str]) -> list[list[str]]:
+    """The override list of every job a basic multirun sweep would launch."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides([o for o in overrides if not o.startswith("hydra/sweeper")])
+    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+
+
+def compose_checked(overrides: list[str], out_dir: str = "unused"):
+    """compose(), with Hydra's errors as one-line ConfigErrors."""
+    from hydra.errors import HydraException
+
+    try:
+        return compose(overrides, out_dir)
+    except HydraException as e:
+        raise ConfigError(explain(e, overrides)) from None
+    except Exception as e:  # e.g. an interpolation to a missing key
+        raise ConfigError(" ".join(str(e).split("\n")[0].split())) from None
+
+
+def precheck(overrides: list[str], multirun: bool) -> str | None:
+    """The first problem with the command line, in one line, or None. A single run is validated
+    whole (a bad value leaves no run folder); a sweep has each job's config composed, since Hydra
+    would stop the whole sweep at a job that does not compose (a job whose settings are merely
+    impossible runs and records its config error, so the rest of the grid still trains)."""
+    from attnexp.launch.load import load_run
+
+    try:
+        if not multirun:
+            load_run(compose_checked(overrides))
+            return None
+        uses_basic_sweeper = not any(o.startswith("hydra/sweeper=") and not o.endswith("=basic") for o in overrides)
+        jobs = sweep_jobs(overrides) if uses_basic_sweeper else [[o for o in overrides if "," not in o]]
+    except ConfigError as e:
+        return str(e)
+    except Exception as e:  # the sweep syntax itself
+        return explain(e, overrides)
+    for n, job in enumerate(jobs):
+        try:
+            compose_checked(job)
+        except ConfigError as e:
+            return f"in job {n} of the sweep ({' '.join(job)}): {e}" if len(jobs) > 1 else str(e)
+    return None

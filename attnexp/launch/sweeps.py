@@ -1,0 +1,67 @@
+"""What the command line adds to a sweep's Hydra overrides so each job knows its place: folder names
+that say only the swept settings (which is also how a job learns which keys are swept), and for
+jobs run side by side on this machine, each job's share of the cores."""
+
+from __future__ import annotations
+
+import os
+
+from attnexp.config import split_override
+
+SWEEP_FUNCTIONS = ("range(", "choice(", "interval(", "glob(", "tag(")
+
+
+def is_sweep(override: str) -> bool:
+    """`key=a,b`, `key=range(..)`, `key=choice(..)`, `key=interval(..)`, `key=glob(..)`."""
+    key, _, value = override.partition("=")
+    return not key.startswith("hydra") and ("," in value and not value.lstrip().startswith("[") or
+                                            value.lstrip().startswith(SWEEP_FUNCTIONS))
+
+
+def swept_keys(overrides: list[str]) -> list[str]:
+    return [split_override(o)[0] for o in overrides if is_sweep(o)]
+
+
+def sweep_dirname_overrides(overrides: list[str]) -> list[str]:
+    """Hydra names a job's folder after all its overrides (~170 characters with a few fixed
+    ones); keep only the swept keys in it: `3_attention=alibi,seed=1`. The job reads the same
+    exclusion back to know which of its overrides the sweep varies (attnexp.launch.load)."""
+    keys = {split_override(o)[0] for o in overrides if "=" in o and not o.startswith("hydra")}
+    fixed = sorted(keys - set(swept_keys(overrides)))
+    return [f"hydra.job.config.override_dirname.exclude_keys=[{','.join(fixed)}]"] if fixed else []
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def share(n_parallel: int | None) -> int:
+    """CPU threads for one of `n_parallel` jobs sharing this machine: each gets its share of the
+    cores, not all of them (two jobs each running on every core ran ~9x slower than alone)."""
+    return max(1, cores() // max(1, n_parallel or 1))
+
+
+def parallel_jobs(overrides: list[str]) -> int | None:
+    """How many jobs a launcher that runs them side by side on this machine (submitit_local) starts
+    at once: the sweep's jobs, or the Optuna sweeper's n_jobs. None for one at a time."""
+    from attnexp.launch.overrides import compose_checked, sweep_jobs
+
+    try:
+        jobs = sweep_jobs(overrides)
+        cfg = compose_checked([o for o in overrides if "," not in o.partition("=")[2] or o.startswith("hydra")])
+    except Exception:  # noqa: BLE001 - a sweep that does not compose is refused by the precheck
+        return None
+    if "LocalLauncher" not in str(cfg.hydra.launcher.get("_target_", "")):
+        return None
+    n_jobs = cfg.hydra.sweeper.get("n_jobs")
+    return int(n_jobs) if n_jobs else len(jobs)
+
+
+def job_overrides(overrides: list[str]) -> list[str]:
+    """The overrides a multirun adds for its jobs: folder names, and for jobs side by side on this
+    machine their CPU share as the launcher's cpus_per_task (unless the user set it)."""
+    extra = sweep_dirname_overrides(overrides)
+    parallel = parallel_jobs(overrides)
+    if parallel and not any(o.startswith("hydra.launcher.cpus_per_task=") for o in overrides):
+        extra.append(f"hydra.launcher.cpus_per_task={share(parallel)}")
+    return extra

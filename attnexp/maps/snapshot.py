@@ -1,0 +1,68 @@
+"""A snapshot of the probe set's maps on disk, the same for the training callback (epochNNN) and
+`attnexp maps`: written by `save`, read back by `latest` (the report, a resumed run). The layout
+(file names, array names) lives here alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from attnexp.config import MapsConfig
+
+if TYPE_CHECKING:
+    from attnexp.maps.probe import Probe
+
+STAT_PREFIX = "stat_"
+
+
+def stem(epoch: int) -> str:
+    """A training snapshot's file stem: epochNNN(.npz, _exK.png)."""
+    return f"epoch{epoch:03d}"
+
+
+def files(maps_dir: Path | str) -> list[Path]:
+    """A run's snapshots, oldest first (epochNNN.npz)."""
+    d = Path(maps_dir)
+    return sorted(d.glob("epoch*.npz")) if d.is_dir() else []
+
+
+def head_stats(path: Path | str) -> dict[str, np.ndarray]:
+    """The per-head statistics (name -> (L, H)) and alignment scores of one snapshot. np.load
+    without pickle: a stranger's file stays plain arrays."""
+    with np.load(path, allow_pickle=False) as z:
+        out = {k[len(STAT_PREFIX):]: np.asarray(z[k], dtype=float) for k in z.files if k.startswith(STAT_PREFIX)}
+        if "alignment" in z.files:
+            out["alignment"] = np.asarray(z["alignment"], dtype=float)
+    return out
+
+
+def latest_head_stats(maps_dir: Path | str) -> dict[str, np.ndarray]:
+    """The last snapshot's statistics, or {} when the run kept no maps."""
+    found = files(maps_dir)
+    return head_stats(found[-1]) if found else {}
+
+
+def save(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, head_stats: dict, title: str,
+                  view: MapsConfig, scores: np.ndarray | None = None, **meta) -> list:
+    """One snapshot of the probe set's maps, the same for the callback (epochNNN) and `attnexp maps`:
+    <stem>.npz (fp16 weights (L, B, H, T, T), tokens (B, T) and lengths (B,), stat_<name> (L, H),
+    alignment and `meta`) and a PNG grid per example, <stem>_exK.png. Returns (grid, PNG bytes) per
+    example: the paletted grid doubles as a GIF frame, the bytes go to the loggers as they are."""
+    from attnexp.maps import render
+
+    extra = {**meta, **({"alignment": scores} if scores is not None else {})}
+    T = max(probe.lengths)  # tokens as a (B, T) string array padded with "": no pickled objects, np.load reads it safely
+    np.savez_compressed(out_dir / f"{stem}.npz", weights=w.astype(np.float16), lengths=np.array(probe.lengths),
+                        tokens=np.array([list(t) + [""] * (T - len(t)) for t in probe.tokens], dtype=str),
+                        **{f"{STAT_PREFIX}{k}": v for k, v in head_stats.items()}, **extra)
+    grids = []
+    note = " · (alignment score)" if scores is not None else ""
+    for b, toks in enumerate(probe.tokens):
+        img = render.to_palette(render.grid(w[:, b], toks, f"{title} · example {b}{note}", view.max_tokens,
+                                            head_scores=scores, scale=view.scale, long=view.long))
+        png = render.to_png(img)
+        (out_dir / f"{stem}_ex{b}.png").write_bytes(png)
+        grids.append((img, png))
+    return grids

@@ -1,0 +1,178 @@
+"""Pretrained weights from Hugging Face `transformers`: BERT-family encoders and GPT-2-family
+decoders mapped into attnexp's own Transformer (attention `mha`), so their maps come from the
+same code as a model trained here. `model.init=hf:<hub name or folder>` when training;
+`python -m attnexp maps hf=<...> text=...` to look at one.
+
+The mapping, tensor by tensor:
+
+    BERT                                           attnexp
+    embeddings.{word,position,token_type}_emb...   tok_emb, pos_emb, type_emb
+    embeddings.LayerNorm                           emb_ln
+    layer.i.attention.self.{query,key,value}       blocks.i.attn.qkv   (stacked [q; k; v])
+    layer.i.attention.output.dense / LayerNorm     blocks.i.attn.out / blocks.i.ln1   (post-norm)
+    layer.i.intermediate.dense, output.dense       blocks.i.mlp.0, blocks.i.mlp.2
+    layer.i.output.LayerNorm                       blocks.i.ln2
+    pooler, MLM head                               not imported (a classifier head starts fresh)
+
+    GPT-2 (Conv1D weights are stored transposed)   attnexp
+    wte, wpe                                       tok_emb (tied to the LM head), pos_emb
+    h.i.ln_1, h.i.attn.c_attn, h.i.attn.c_proj     blocks.i.ln1, blocks.i.attn.qkv, blocks.i.attn.out
+    h.i.ln_2, h.i.mlp.c_fc, h.i.mlp.c_proj         blocks.i.ln2, blocks.i.mlp.0, blocks.i.mlp.2
+    ln_f                                           ln_f
+
+Loading goes through `transformers` (pip install 'attnexp[hf]'); safetensors files load as data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from attnexp import attention
+from attnexp.config import AttentionConfig, ConfigError, ModelConfig, hub_offline
+
+KINDS = {"bert": "BERT-family encoder", "gpt2": "GPT-2-family decoder"}
+
+
+def source_of(init: str) -> str:
+    return init[3:] if init.startswith("hf:") else init
+
+
+def _transformers():
+    try:
+        import transformers
+    except ImportError:
+        raise ConfigError("pretrained models need transformers: pip install 'attnexp[hf]'") from None
+    transformers.utils.logging.set_verbosity_error()  # no weight-loading bars and notices in a run's log
+    transformers.utils.logging.disable_progress_bar()
+    return transformers
+
+
+def _offline() -> bool:
+    return hub_offline("TRANSFORMERS_OFFLINE")
+
+
+def _fail_to_load(source: str, e: Exception) -> ConfigError:
+    if Path(source).exists():
+        first = (str(e).splitlines() or [""])[0][:200]
+        return ConfigError(f"hf:{source}: cannot read a transformers model there ({type(e).__name__}: {first})")
+    return ConfigError(f"hf:{source}: no such folder, and the Hugging Face hub cannot give it here "
+                       f"({'offline' if _offline() else type(e).__name__}); download it where you are online "
+                       f"(huggingface-cli download {source} --local-dir DIR) and give hf:DIR")
+
+
+def hf_config(source: str):
+    tr = _transformers()
+    try:
+        cfg = tr.AutoConfig.from_pretrained(source, local_files_only=_offline() or Path(source).exists())
+    except Exception as e:  # noqa: BLE001 - transformers raises OSError, ValueError, HTTP errors...
+        raise _fail_to_load(source, e) from None
+    if cfg.model_type not in KINDS:
+        raise ConfigError(f"hf:{source} is a {cfg.model_type!r} model; attnexp maps BERT-family encoders (bert) and "
+                          f"GPT-2-family decoders (gpt2)")
+    return cfg
+
+
+def configs(source: str, m: ModelConfig, a: AttentionConfig) -> tuple[ModelConfig, AttentionConfig]:
+    """The model and attention settings of a pretrained checkpoint; the attention backend stays
+    the user's. Raises a ConfigError for what the mapping does not cover."""
+    c = hf_config(source)
+    if attention.canonical(a.name) != "mha":
+        raise ConfigError(f"model.init=hf:{source} loads pretrained weights into multi-head attention (BERT/GPT layout), "
+                          f"not attention={a.name}; drop the attention choice or use attention=bidirectional/causal")
+    if c.model_type == "bert":
+        act = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}.get(c.hidden_act)
+        if act is None or getattr(c, "position_embedding_type", "absolute") != "absolute":
+            raise ConfigError(f"hf:{source}: hidden_act={c.hidden_act!r}, position_embedding_type="
+                              f"{getattr(c, 'position_embedding_type', None)!r} are not mapped (gelu and absolute positions are)")
+        m = replace(m, d_model=c.hidden_size, n_heads=c.num_attention_heads, n_layers=c.num_hidden_layers,
+                    d_ff=c.intermediate_size, max_len=c.max_position_embeddings, dropout=c.hidden_dropout_prob,
+                    pos_emb="learned", tie_embeddings=True, norm="post", ln_eps=c.layer_norm_eps, activation=act,
+                    type_vocab_size=c.type_vocab_size, embed_norm=True)
+        return m, replace(a, mask="bidirectional", dropout=c.attention_probs_dropout_prob)
+    if c.activation_function not in ("gelu_new", "gelu_pytorch_tanh") or c.scale_attn_by_inverse_layer_idx \
+            or c.reorder_and_upcast_attn or not c.scale_attn_weights:
+        raise ConfigError(f"hf:{source}: activation_function={c.activation_function!r} or its attention scaling options "
+                          f"are not mapped (GPT-2's defaults are)")
+    m = replace(m, d_model=c.n_embd, n_heads=c.n_head, n_layers=c.n_layer, d_ff=c.n_inner or 4 * c.n_embd,
+                max_len=c.n_positions, dropout=c.resid_pdrop, pos_emb="learned", tie_embeddings=True, norm="pre",
+                ln_eps=c.layer_norm_epsilon, activation="gelu_tanh", type_vocab_size=0, embed_norm=False)
+    return m, replace(a, mask="causal", dropout=c.attn_pdrop)
+
+
+def tokenizer_of(source: str) -> str:
+    """What data.tokenizer should be: the folder's tokenizer.json, else the hub name."""
+    local = Path(source) / "tokenizer.json"
+    if Path(source).exists() and not local.exists():
+        raise ConfigError(f"hf:{source} has no tokenizer.json (a fast tokenizer); save one there with "
+                          f"AutoTokenizer.from_pretrained(...).save_pretrained({source!r})")
+    return str(local) if local.exists() else source
+
+
+def hf_state_dict(source: str) -> tuple[str, dict[str, torch.Tensor]]:
+    tr = _transformers()
+    try:
+        model = tr.AutoModel.from_pretrained(source, local_files_only=_offline() or Path(source).exists())
+    except Exception as e:  # noqa: BLE001
+        raise _fail_to_load(source, e) from None
+    return model.config.model_type, model.state_dict()
+
+
+def mapped(kind: str, sd: dict[str, torch.Tensor], n_layers: int) -> dict[str, torch.Tensor]:
+    """An attnexp state dict (the encoder/decoder part) from a transformers one."""
+    sd = {k.removeprefix("bert.").removeprefix("transformer."): v for k, v in sd.items()}
+    out: dict[str, torch.Tensor] = {}
+
+    def copy(dst: str, src: str, transpose: bool = False):
+        for p in ("weight", "bias"):
+            if f"{src}.{p}" in sd:
+                t = sd[f"{src}.{p}"]
+                out[f"{dst}.{p}"] = t.t().contiguous() if transpose and p == "weight" else t
+
+    if kind == "bert":
+        e = "embeddings"
+        out["tok_emb.weight"] = sd[f"{e}.word_embeddings.weight"]
+        out["pos_emb.weight"] = sd[f"{e}.position_embeddings.weight"]
+        out["type_emb.weight"] = sd[f"{e}.token_type_embeddings.weight"]
+        copy("emb_ln", f"{e}.LayerNorm")
+        for i in range(n_layers):
+            s, b = f"encoder.layer.{i}", f"blocks.{i}"
+            for p in ("weight", "bias"):
+                out[f"{b}.attn.qkv.{p}"] = torch.cat([sd[f"{s}.attention.self.{n}.{p}"] for n in ("query", "key", "value")])
+            copy(f"{b}.attn.out", f"{s}.attention.output.dense")
+            copy(f"{b}.ln1", f"{s}.attention.output.LayerNorm")
+            copy(f"{b}.mlp.0", f"{s}.intermediate.dense")
+            copy(f"{b}.mlp.2", f"{s}.output.dense")
+            copy(f"{b}.ln2", f"{s}.output.LayerNorm")
+        return out
+    out["tok_emb.weight"] = sd["wte.weight"]
+    out["pos_emb.weight"] = sd["wpe.weight"]
+    for i in range(n_layers):
+        s, b = f"h.{i}", f"blocks.{i}"
+        copy(f"{b}.ln1", f"{s}.ln_1")
+        copy(f"{b}.attn.qkv", f"{s}.attn.c_attn", transpose=True)
+        copy(f"{b}.attn.out", f"{s}.attn.c_proj", transpose=True)
+        copy(f"{b}.ln2", f"{s}.ln_2")
+        copy(f"{b}.mlp.0", f"{s}.mlp.c_fc", transpose=True)
+        copy(f"{b}.mlp.2", f"{s}.mlp.c_proj", transpose=True)
+    copy("ln_f", "ln_f")
+    return out
+
+
+def load_into(model, source: str) -> None:
+    """Copy a pretrained checkpoint's weights into `model` (built from `configs(source, ...)`); the
+    task head (a classifier, or BERT's LM head) keeps its fresh initialisation."""
+    kind, sd = hf_state_dict(source)
+    weights = mapped(kind, sd, len(model.blocks))
+    own = model.state_dict()
+    for k, v in weights.items():
+        if k not in own or own[k].shape != v.shape:
+            have = tuple(own[k].shape) if k in own else "nothing"
+            raise ConfigError(f"hf:{source}: {k} is {tuple(v.shape)} in the checkpoint but {have} in the model built for it "
+                              f"(is the tokenizer's vocabulary the checkpoint's?)")
+    missing = [k for k in own if k not in weights and not k.startswith("head.")]
+    if missing:
+        raise ConfigError(f"hf:{source}: the checkpoint has nothing for {', '.join(missing[:5])}")
+    model.load_state_dict(weights, strict=False)

@@ -1,0 +1,297 @@
+"""Runs side by side (`python -m attnexp compare DIR...`), from their summary.json files. One row a
+run: the settings that differ between them, status, the best checkpoint's score, test metrics,
+time and throughput. Where runs differ only in `seed`, one row a
+group instead: each metric's mean, standard deviation, n and 95% interval over the seeds, the best
+group marked and, for every other group, whether its difference from the best is within noise
+(Welch's t-test over seeds, p > 0.05). `report=PATH.html` draws the same as a self-contained page
+(attnexp.report). Reads JSON only (no torch import), so it answers at once."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import socket
+import sys
+from pathlib import Path
+
+from attnexp.config import higher_is_better, split_override  # no torch import there either
+from attnexp.results import summary
+
+IGNORED = ("seed", "resume")  # settings that do not make a run another experiment
+RUN_METRICS = ("best", "time", "tokens/s", "memory MB")
+
+
+class CompareError(ValueError):
+    pass
+
+
+def find_summaries(paths: list[Path]) -> list[Path]:
+    found: list[Path] = []
+    for p in paths:
+        if p.is_file() and p.name == "summary.json":
+            found.append(p)
+        elif p.is_dir():
+            found += sorted(p.rglob("summary.json"))
+        else:
+            raise CompareError(f"{p}: no such folder or summary.json")
+    if not found:
+        raise CompareError(f"no summary.json under {', '.join(map(str, paths))}; train a run first "
+                           "(python -m attnexp train) or point at its output folder")
+    return found
+
+
+def newest_sweep(root: Path = Path("multirun")) -> Path:
+    sweeps = [d for d in root.glob("*/*") if d.is_dir()] if root.is_dir() else []
+    if not sweeps:
+        raise CompareError("no folder given and no sweep under ./multirun; "
+                           "usage: python -m attnexp compare DIR [DIR ...]")
+    return max(sweeps, key=lambda d: d.stat().st_mtime)
+
+
+def settings(s: dict) -> dict[str, str]:
+    """What the run was asked for: its command-line overrides, else its config-group choices."""
+    if s.get("overrides") is not None:
+        return dict(split_override(o) for o in s["overrides"])
+    return {k: str(v) for k, v in (s.get("choices") or {}).items() if v is not None}
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def status_of(s: dict) -> str:
+    """The recorded status; a `running` run whose process is gone (same host) was killed outright."""
+    status = s.get("status", "?")
+    if status != "running":
+        return status
+    hist = (s.get("metrics") or {}).get("history") or []
+    at = f" (epoch {hist[-1]['epoch']})" if hist else " (before its first epoch)"
+    if s.get("host") == socket.gethostname() and isinstance(s.get("pid"), int) and not alive(s["pid"]):
+        return "killed" + at
+    return "running" + at
+
+
+def peak_mb(s: dict) -> float | None:
+    mem = s.get("peak_memory") or {}
+    return mem.get("cuda_max_allocated_mb") or mem.get("cpu_max_rss_mb")
+
+
+class Table:
+    """The runs read from summary.json files, what differs between them, and their groups."""
+
+    def __init__(self, summaries: list[tuple[Path, dict]]):
+        self.runs = summaries
+        sets = [settings(s) for _, s in summaries]
+        keys = sorted({k for st in sets for k in st})
+        self.varying = [k for k in keys if len({st.get(k) for st in sets}) > 1] or (keys if len(sets) == 1 else [])
+        self.sets = sets
+        dirs = [p.parent for p, _ in summaries]
+        self.root = Path(os.path.commonpath(dirs)) if len(dirs) > 1 else dirs[0].parent
+        self.test_keys = sorted({k for _, s in summaries for k in ((s.get("metrics") or {}).get("test") or {})})
+        monitors = {((s.get("metrics") or {}).get("best") or {}).get("monitor") for _, s in summaries} - {None}
+        self.monitor = monitors.pop() if len(monitors) == 1 else None
+        self.group_keys = [k for k in self.varying if k not in IGNORED]
+
+    def name(self, path: Path) -> str:
+        return str(path.parent.relative_to(self.root)) if path.parent != self.root else path.parent.name
+
+    def groups(self) -> list[tuple[dict, list[int]]]:
+        """(settings, run indices) for every distinct setting of the group keys, in first-seen order."""
+        out: dict[tuple, list[int]] = {}
+        for i, st in enumerate(self.sets):
+            out.setdefault(tuple(st.get(k, "") for k in self.group_keys), []).append(i)
+        return [(dict(zip(self.group_keys, key)), idx) for key, idx in out.items()]
+
+    def grouped(self) -> bool:
+        return any(len(idx) > 1 for _, idx in self.groups())
+
+
+def value(s: dict, key: str) -> float | None:
+    m = s.get("metrics") or {}
+    v = {"best": (m.get("best") or {}).get("value"), "time": s.get("train_time_s"), "tokens/s": s.get("tokens_per_s"),
+         "memory MB": peak_mb(s)}.get(key, (m.get("test") or {}).get(key))
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+
+def rows_of(summaries: list[tuple[Path, dict]]) -> tuple[list[str], list[dict]]:
+    """One row a run."""
+    t = Table(summaries)
+    rows = []
+    for (path, s), st in zip(summaries, t.sets):
+        m = s.get("metrics") or {}
+        best = m.get("best") or {}
+        row = {"run": t.name(path), **{k: st.get(k, "") for k in t.varying}, "status": status_of(s)}
+        row["best"] = f"{best['monitor']}={best['value']:.4f}" if best else ""
+        row["_best"] = (best.get("value"), higher_is_better(best.get("monitor", "val/loss"))) if best else None
+        for k in t.test_keys:
+            v = (m.get("test") or {}).get(k)
+            row[k] = f"{v:.4f}" if isinstance(v, (int, float)) else ""
+        row["epochs"] = s.get("epochs", "")
+        row["time"] = f"{s['train_time_s']:.1f}s" if s.get("train_time_s") is not None else ""
+        row["tokens/s"] = f"{s['tokens_per_s']:.0f}" if s.get("tokens_per_s") else ""
+        row["params"] = (s.get("model") or {}).get("n_params", "")
+        if s.get("status") not in (None, "completed", "running"):
+            row["error"] = (s.get("error") or "")[:80]
+        rows.append(row)
+    cols = ["run", *t.varying, "status", "best", *t.test_keys, "epochs", "time", "tokens/s", "params"]
+    if any("error" in r for r in rows):
+        cols.append("error")
+    return cols, rows
+
+
+def t_quantile(df: int) -> float:
+    """The two-sided 95% quantile of Student's t (scipy's when it is there; a table otherwise)."""
+    try:
+        from scipy.stats import t
+
+        return float(t.ppf(0.975, df))
+    except ImportError:
+        table = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
+        return table.get(df, 1.96)
+
+
+def stats(xs: list[float]) -> dict:
+    n = len(xs)
+    if not n:
+        return {"n": 0, "mean": None, "std": None, "lo": None, "hi": None}
+    mean = sum(xs) / n
+    std = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1)) if n > 1 else 0.0
+    half = t_quantile(n - 1) * std / math.sqrt(n) if n > 1 else 0.0
+    return {"n": n, "mean": mean, "std": std, "lo": mean - half, "hi": mean + half}
+
+
+def welch_p(a: list[float], b: list[float]) -> float | None:
+    """Welch's two-sided t-test p-value (unequal variances); None below two seeds a side."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    try:
+        from scipy.stats import ttest_ind
+
+        p = ttest_ind(a, b, equal_var=False).pvalue
+        return float(p) if math.isfinite(p) else 1.0
+    except ImportError:
+        return None
+
+
+def group_rows(t: Table) -> tuple[list[str], list[dict]]:
+    """One row a group of seeds: mean ± std (n) and the 95% interval of the monitored metric, the
+    test metrics, time, throughput, memory; the best group, and p vs the best one."""
+    higher = higher_is_better(t.monitor or "val/loss")
+    rows = []
+    for st, idx in t.groups():
+        runs = [t.runs[i][1] for i in idx]
+        ok = [s for s in runs if s.get("status") == "completed"]
+        statuses = {}
+        for s in runs:
+            statuses[status_of(s).split(" (")[0]] = statuses.get(status_of(s).split(" (")[0], 0) + 1
+        row = {**st, "runs": ", ".join(f"{n} {k}" for k, n in statuses.items()), "_values": {}}
+        for key in ("best", *t.test_keys, "time", "tokens/s", "memory MB"):
+            xs = [v for s in ok if (v := value(s, key)) is not None]
+            row["_values"][key] = xs
+            row[f"_{key}"] = stats(xs)
+        rows.append(row)
+    scored = [r for r in rows if r["_best"]["n"]]
+    if scored:
+        best = (max if higher else min)(scored, key=lambda r: r["_best"]["mean"])
+        best["_is_best"] = True
+        for r in rows:
+            r["_p"] = None if r is best else welch_p(r["_values"]["best"], best["_values"]["best"])
+    label = t.monitor or "best"
+    fmt = lambda d, p=4: "" if d["mean"] is None else f"{d['mean']:.{p}f} ± {d['std']:.{p}f} ({d['n']})"
+    for r in rows:
+        b = r["_best"]
+        r[label] = fmt(b) + (" ★" if r.get("_is_best") else "")
+        r["95% interval"] = "" if b["lo"] is None or b["n"] < 2 else f"[{b['lo']:.4f}, {b['hi']:.4f}]"
+        p = r.get("_p")
+        r["vs best"] = "best" if r.get("_is_best") else "" if p is None else f"p={p:.3f}" + (" ~" if p > 0.05 else "")
+        for k in t.test_keys:
+            r[k] = fmt(r[f"_{k}"])
+        r["time"] = "" if r["_time"]["mean"] is None else f"{r['_time']['mean']:.1f}s"
+        r["tokens/s"] = "" if r["_tokens/s"]["mean"] is None else f"{r['_tokens/s']['mean']:.0f}"
+        r["memory MB"] = "" if r["_memory MB"]["mean"] is None else f"{r['_memory MB']['mean']:.0f}"
+    rows.sort(key=lambda r: (r["_best"]["mean"] is None, -(r["_best"]["mean"] or 0) if higher else (r["_best"]["mean"] or 0)))
+    cols = [*t.group_keys, "runs", label, "95% interval", "vs best", *t.test_keys, "time", "tokens/s", "memory MB"]
+    return cols, rows
+
+
+def sort_rows(rows: list[dict], key: str) -> list[dict]:
+    def value(r):
+        if key == "best":
+            b = r["_best"]
+            return None if b is None or b[0] is None else (0, -b[0] if b[1] else b[0])
+        raw = r.get(key, "")
+        try:
+            v = float(str(raw).rstrip("s"))
+        except ValueError:
+            return None if raw in ("", None) else (1, str(raw))  # text after numbers
+        higher = "/" in key and higher_is_better(key)  # metrics and tokens/s; settings, time: ascending
+        return (0, -v if higher else v)
+
+    keyed = [(value(r), i, r) for i, r in enumerate(rows)]
+    present = sorted((k for k in keyed if k[0] is not None), key=lambda k: (k[0], k[1]))
+    return [r for _, _, r in present] + [r for v, _, r in keyed if v is None]  # runs without it last
+
+
+def markdown(cols: list[str], rows: list[dict]) -> str:
+    cells = [[str(r.get(c, "")) for c in cols] for r in rows]
+    width = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    line = lambda vals: "| " + " | ".join(v.ljust(w) for v, w in zip(vals, width)) + " |"
+    return "\n".join([line(cols), line(["-" * w for w in width]), *(line(row) for row in cells)])
+
+
+def write_csv(path: Path, cols: list[str], rows: list[dict]) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def read(paths: list[Path]) -> list[tuple[Path, dict]]:
+    """Every usable summary.json under `paths`; each one that is not (malformed, unreadable, a
+    folder of that name) is left out with one line on stderr saying why, and the rest compared."""
+    summaries, skipped = [], 0
+    for p in find_summaries(paths):
+        try:
+            s = summary.read(p)
+        except summary.SummaryError as e:
+            print(f"attnexp compare: left out {p}: it {e}", file=sys.stderr)
+            continue
+        if s.get("status") == "config_error" and not s.get("sweep") and p not in paths:
+            skipped += 1  # a single run that never started: nothing to compare (a sweep's stay, as its grid's holes)
+            continue
+        summaries.append((p.resolve(), s))
+    if skipped:
+        print(f"attnexp compare: left out {skipped} single run(s) that stopped on a config error", file=sys.stderr)
+    if not summaries:
+        raise CompareError("none of the summary.json files could be read")
+    return summaries
+
+
+def tables(summaries: list[tuple[Path, dict]], sort: str = "best") -> tuple[Table, list[str], list[dict], list[str], list[dict]]:
+    """The per-run table (sorted) and, when seeds repeat a setting, the group table."""
+    t = Table(summaries)
+    cols, rows = rows_of(summaries)
+    if sort not in cols and sort != "best":
+        raise CompareError(f"sort={sort!r} is not a column; choose one of: {', '.join(c for c in cols if c != 'error')}")
+    rows = sort_rows(rows, sort)
+    gcols, grows = group_rows(t) if t.grouped() else ([], [])
+    return t, cols, rows, gcols, grows
+
+
+def write_sweep_table(sweep_dir: Path) -> Path:
+    """results.md and results.csv in a finished sweep's folder: the table `compare` prints."""
+    t, cols, rows, gcols, grows = tables(read([sweep_dir]))
+    text = markdown(cols, rows)
+    if grows:
+        text = markdown(gcols, grows) + "\n\n" + text
+        write_csv(sweep_dir / "results_groups.csv", gcols, grows)
+    (sweep_dir / "results.md").write_text(text + "\n")
+    write_csv(sweep_dir / "results.csv", cols, rows)
+    return sweep_dir / "results.md"

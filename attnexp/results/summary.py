@@ -1,0 +1,176 @@
+"""summary.json: one small record per run that sweeps and `attnexp compare` read. This module owns
+it: its layout (`SCHEMA` bumps on any change; README.md lists the keys), the statuses, the part
+known before training (settings, sizes, versions), the record of a run that stopped before its
+first step, the one writer (atomic, strict JSON: NaN and infinities become null, so any JSON
+parser reads it) and the one reader (`read`), which checks a record from a stranger's folder
+before anything uses it. What a running Trainer adds (metrics, steps, time) comes from
+attnexp.training.recorder.RunRecorder, through `write`.
+
+No torch or Lightning import here: the CLI writes config-error records before either is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import sys
+from dataclasses import asdict
+from enum import StrEnum
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from attnexp.config import JobContext, Run
+
+SCHEMA = 4  # 2 added `overrides`; 3: statuses running/diverged/pruned, signal, resumed_from, pid/host, sweep, strict JSON;
+# 4: perf (tokens/s, TFLOP/s, MFU of the last epoch), startup_s, early_stopping
+NAME = "summary.json"
+
+
+class Status(StrEnum):
+    """How a run stands. A str: written into JSON as its value, equal to it when read back."""
+
+    RUNNING = "running"  # training, or killed outright (its process is gone: `compare` says killed)
+    COMPLETED = "completed"
+    INTERRUPTED = "interrupted"  # a stop signal: a checkpoint of that step, resumable
+    DIVERGED = "diverged"  # a loss that is no longer a number; no checkpoint of it
+    PRUNED = "pruned"  # an Optuna trial the pruner stopped
+    FAILED = "failed"  # an exception
+    CONFIG_ERROR = "config_error"  # bad settings or bad input data, found before the first step
+
+
+STATUSES = tuple(s.value for s in Status)
+FAILURES = (Status.FAILED, Status.DIVERGED, Status.CONFIG_ERROR)  # what makes a sweep exit non-zero
+
+
+def strict(obj: Any) -> Any:
+    """The same data with every non-finite float replaced by None (JSON has no NaN or Infinity)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: strict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [strict(v) for v in obj]
+    return obj
+
+
+def dumps(data: Any, **kw) -> str:
+    return json.dumps(strict(data), allow_nan=False, default=str, **kw)
+
+
+def write(path: Path | str, data: Any) -> None:
+    """Strict JSON to a temporary file, then a rename: a reader (or a kill) never sees half a file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def _version(pkg: str) -> str | None:
+    try:
+        return version(pkg)
+    except PackageNotFoundError:
+        return None
+
+
+def header(status: Status, error: str | None, run_dir: Path | str) -> dict:
+    """The keys every record starts with."""
+    return {"schema": SCHEMA, "status": Status(status).value, "error": error, "run_dir": str(run_dir)}
+
+
+def static_record(run: Run, n_params: int, data: dict) -> dict:
+    """What the run is, known before the first step: `data` holds the DataModule's sizes."""
+    return {
+        "choices": run.job.choices,
+        "overrides": run.job.overrides,
+        "sweep": run.job.sweep_dir,
+        "attention": {"name": run.attention.name, "mask": run.attention.mask, "backend": run.attention.backend},
+        "model": {**{k: v for k, v in asdict(run.model).items() if k in ("d_model", "n_heads", "n_layers", "max_len")},
+                  "n_params": n_params},
+        "data": data,
+        "task": asdict(run.task),
+        "seed": run.seed,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+    }
+
+
+def versions() -> dict:
+    return {"python": sys.version.split()[0], "torch": _version("torch"), "lightning": _version("lightning")}
+
+
+def error_record(run_dir: Path | str, status: Status, error: str, job: JobContext, **extra) -> dict:
+    """A run that stopped before its first step (a config error, a data error, a failed setup)."""
+    return {**header(status, error, run_dir), "choices": job.choices, "overrides": job.overrides,
+            "sweep": job.sweep_dir, **extra, "versions": versions()}
+
+
+class SummaryError(ValueError):
+    """A summary.json that cannot be used as one, with the reason in a few words."""
+
+
+# key -> the JSON types it may hold (None: null); nested sections are checked below
+_TYPES = {"status": (str,), "error": (str, type(None)), "run_dir": (str,), "overrides": (list, type(None)),
+          "choices": (dict, type(None)), "metrics": (dict,), "attention": (dict,), "model": (dict,), "data": (dict,),
+          "task": (dict,), "steps": (int,), "epochs": (int,), "train_time_s": (int, float, type(None)),
+          "wall_time_s": (int, float, type(None)), "tokens_per_s": (int, float, type(None)), "sweep": (str, type(None)),
+          "peak_memory": (dict, type(None)), "attention_maps": (dict, type(None)), "pid": (int, type(None)),
+          "host": (str, type(None)), "seed": (int, type(None)), "perf": (dict, type(None))}
+_METRICS = {"final": (dict,), "test": (dict,), "best": (dict, type(None)), "history": (list,)}
+
+
+def check_record(s: Any) -> dict:
+    """The record, if it has summary.json's shape; else SummaryError naming the first thing wrong."""
+    if not isinstance(s, dict):
+        raise SummaryError(f"holds a JSON {type(s).__name__}, not an object")
+    for key, types in _TYPES.items():
+        if key in s and not isinstance(s[key], types) or (key in s and isinstance(s[key], bool) and bool not in types):
+            raise SummaryError(f"its {key!r} is a {type(s[key]).__name__}")
+    if s.get("status") not in STATUSES:
+        raise SummaryError(f"its status {str(s.get('status'))[:40]!r} is not one of {', '.join(STATUSES)}")
+    for key, types in _METRICS.items():
+        value = (s.get("metrics") or {}).get(key)
+        if key in (s.get("metrics") or {}) and not isinstance(value, types):
+            raise SummaryError(f"its metrics.{key} is a {type(value).__name__}")
+    if not all(isinstance(h, dict) for h in (s.get("metrics") or {}).get("history") or []):
+        raise SummaryError("its metrics.history holds something other than objects")
+    for section in ("final", "test"):
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) or v is None
+                   for v in ((s.get("metrics") or {}).get(section) or {}).values()):
+            raise SummaryError(f"its metrics.{section} holds something other than numbers")
+    best = (s.get("metrics") or {}).get("best")
+    if best is not None and not (isinstance(best.get("value"), (int, float)) and isinstance(best.get("monitor"), str)):
+        raise SummaryError("its metrics.best has no numeric value and monitor name")
+    return s
+
+
+def read(path: Path | str) -> dict:
+    """One run's record, checked (`check_record`); SummaryError if it is missing, not UTF-8 JSON,
+    or not shaped like a summary."""
+    p = Path(path)
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except IsADirectoryError:
+        raise SummaryError("is a folder") from None
+    except FileNotFoundError:
+        raise SummaryError("does not exist") from None
+    except OSError as e:
+        raise SummaryError(f"cannot be read ({e.strerror or type(e).__name__})") from None
+    except UnicodeDecodeError:
+        raise SummaryError("is not UTF-8 text") from None
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise SummaryError(f"is not valid JSON ({str(e).splitlines()[0][:80]})") from None
+    return check_record(data)
+
+
+def read_status(run_dir: Path | str) -> Status | None:
+    """The status a run folder's summary.json records, or None when there is no usable one."""
+    try:
+        return Status(read(Path(run_dir) / NAME)["status"])
+    except SummaryError:
+        return None

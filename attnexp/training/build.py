@@ -1,0 +1,143 @@
+"""What a run trains with, built from a `Run`: the threads it may use, the checkpoint it resumes
+from, its callbacks (ours, then the config's), its loggers and Lightning's Trainer. Third-party
+objects are built with Hydra's `instantiate`; everything of ours from typed configs."""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from pathlib import Path
+
+import torch
+from hydra.utils import instantiate
+from lightning.fabric.plugins import TorchCheckpointIO
+from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint
+
+from attnexp.config import ConfigError, Run
+from attnexp.model import checkpoints
+from attnexp.model.device import precision, training_on_cpu
+from attnexp.training.console import EpochLines, bar_safe_logging, interactive
+from attnexp.training.guards import OptunaPruning, StopGuard
+from attnexp.training.loggers import sweep_fields
+from attnexp.training.maps_callback import AttentionMaps
+
+
+class _DropAdverts(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "litlogger" not in record.getMessage()
+
+
+def quiet_lightning() -> None:
+    # num_workers=0 is a deliberate default for in-memory token lists; the hint is noise here.
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
+    warnings.filterwarnings("ignore", message=".*isinstance.treespec, LeafSpec.*")
+    # Our batch sampler resumes mid-epoch from Lightning's own progress counters (data/base.py),
+    # which Lightning cannot see: its warning that the loader is not resumable does not apply.
+    warnings.filterwarnings("ignore", message=".*dataloader is not resumable.*")
+    warnings.filterwarnings("ignore", message=".*`training_step` returned `None`.*")  # optim.nonfinite=skip, on purpose
+    # DDP: our epoch values are reduced already (torchmetrics' compute, the loss sums in the module)
+    warnings.filterwarnings("ignore", message=".*when logging on epoch level in distributed setting.*")
+    warnings.filterwarnings("ignore", message=".*Checkpoint directory .* exists and is not empty.*")  # a resumed run's own
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropAdverts())
+    bar_safe_logging()
+    # Under Hydra the root logger already prints (and writes the job's .log): Lightning's own
+    # console handlers would print every line twice.
+    if logging.getLogger().handlers:
+        for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
+            lg = logging.getLogger(name)
+            for h in list(lg.handlers):
+                lg.removeHandler(h)
+            lg.propagate = True
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """torch.save into a temporary file beside the target, flushed to disk, then renamed over it:
+    a kill during a save leaves the previous checkpoint whole. (Lightning's own save goes through
+    an fsspec transaction whose temporary file lives in the system temp dir; across filesystems
+    its final move is a copy, which a kill can leave half-written.)"""
+
+    def save_checkpoint(self, checkpoint, path, storage_options=None):
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                torch.save(checkpoint, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+def thread_count(run: Run) -> int | None:
+    """`threads=N`; else the CPUs the launcher gives the job (a cluster's cpus_per_task, or the
+    share of this machine's cores the command line gave each job run side by side); else torch's
+    default."""
+    return run.threads or run.job.cpus
+
+
+def resume_path(run: Run) -> Path | None:
+    """resume=auto: the newest checkpoint of this run's own folder (none yet: a fresh start, which
+    makes `resume=auto` safe on every launch of a preemptible job); resume=PATH: that file."""
+    if run.resume == "auto":
+        return checkpoints.newest(run.out_dir)
+    return Path(run.resume) if run.resume else None
+
+
+def our_callbacks(run: Run, recorder, stops, on_cpu: bool) -> tuple[list, ModelCheckpoint, AttentionMaps | None]:
+    """The checkpoints (best by checkpoint.monitor, last, every N steps), the recorder, the stop
+    and divergence guard, early stopping, the epoch lines (where no bar is drawn), Optuna's pruning
+    and the attention maps: (callbacks, the best-checkpoint callback, the maps callback)."""
+    ckpt_dir = run.out_dir / "checkpoints"
+    best = ModelCheckpoint(dirpath=ckpt_dir, filename="best-epoch{epoch:02d}", monitor=run.checkpoint.monitor,
+                           mode=run.checkpoint.mode, save_top_k=1, save_last=True, auto_insert_metric_name=False)
+    guard = StopGuard(stops, ckpt_dir if run.optim.nonfinite == "stop" else None,
+                      every=1 if on_cpu else (run.trainer.log_every_n_steps or 50))
+    out = [best, recorder, guard]
+    if run.checkpoint.every_n_steps:  # the latest only
+        out.append(ModelCheckpoint(dirpath=ckpt_dir, filename="step-{step:07d}", every_n_train_steps=run.checkpoint.every_n_steps,
+                                   save_top_k=1, auto_insert_metric_name=False))
+    if run.checkpoint.patience:
+        out.append(EarlyStopping(monitor=run.checkpoint.monitor, mode=run.checkpoint.mode, patience=run.checkpoint.patience))
+    if not shows_bar(run):
+        out.append(EpochLines())
+    if run.job.trial is not None:
+        out.append(OptunaPruning(run.job.trial, run.checkpoint.monitor))
+    maps = AttentionMaps(run.maps, run.out_dir) if run.maps.enabled else None
+    return out + ([maps] if maps else []), best, maps
+
+
+def shows_bar(run: Run) -> bool:
+    """A progress bar only where someone watches it (a terminal), unless turned off."""
+    return run.trainer.enable_progress_bar is not False and interactive()
+
+
+def loggers(run: Run) -> list:
+    """The configured loggers, a sweep's fields added, each holding the whole config (TensorBoard's
+    hparams.yaml, wandb's run config)."""
+    built = [instantiate(sweep_fields(spec, run.job.sweep_dir, run.job.swept, run.job.overrides))
+             for spec in run.loggers.values()]
+    for lg in built:
+        lg.log_hyperparams(run.config)
+    return built
+
+
+def trainer(run: Run, callbacks: list, loggers_: list):
+    """Lightning's Trainer from trainer.* (the precision resolved), our checkpoint IO, the callbacks
+    and loggers. A setting Lightning refuses is a ConfigError with Lightning's whole sentence."""
+    if loggers_:
+        callbacks = [*callbacks, LearningRateMonitor(logging_interval="step")]
+    try:
+        return instantiate({**run.trainer.kwargs(), "precision": precision(run.trainer), "enable_progress_bar": shows_bar(run)},
+                           callbacks=callbacks, logger=loggers_ or False, default_root_dir=str(run.out_dir),
+                           plugins=[AtomicCheckpointIO()], _convert_="partial")
+    except Exception as e:  # noqa: BLE001 - Hydra wraps Lightning's MisconfigurationException
+        cause = e.__cause__ or e
+        raise ConfigError(f"trainer: {' '.join(str(cause).split())}") from None
+
+
+def on_cpu(run: Run) -> bool:
+    return training_on_cpu(run.trainer) or not torch.cuda.is_available()

@@ -1,0 +1,70 @@
+"""What the terminal shows while a run trains: a line per epoch where the output is not a terminal
+(a log file, a cluster's stdout) instead of progress-bar redraws, and log lines that do not
+collide with a live bar. (The block a run ends with is attnexp.results.ending's.)"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+
+import lightning as L
+
+log = logging.getLogger("attnexp")
+
+
+def interactive() -> bool:
+    return sys.stdout.isatty()
+
+
+class EpochLines(L.Callback):
+    """One line an epoch (for non-interactive output), e.g.
+    `epoch 3/8 · step 252 · train/acc 0.31 · train/loss_epoch 2.27 · val/acc 0.317 · val/loss 2.18 · 1.4 s`.
+    Written when the next epoch starts (or training ends): the module logs an epoch's training
+    metrics after the callbacks' on_train_epoch_end."""
+
+    def __init__(self):
+        self.t0, self.epoch = None, None
+
+    def _line(self, trainer):
+        if self.epoch is None or not trainer.is_global_zero:
+            return
+        m = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith(("train/", "val/", "align/best"))}
+        shown = " · ".join(f"{k} {v:.4g}" for k, v in sorted(m.items()) if k != "train/loss")
+        total = trainer.max_epochs if trainer.max_epochs and trainer.max_epochs > 0 else "?"
+        log.info("epoch %d/%s · step %d · %s · %.1f s", self.epoch + 1, total, trainer.global_step, shown,
+                 time.perf_counter() - self.t0)
+        self.epoch = None
+
+    def on_train_epoch_start(self, trainer, pl_module):
+        self._line(trainer)
+        self.t0, self.epoch = time.perf_counter(), trainer.current_epoch
+
+    def on_train_end(self, trainer, pl_module):
+        self._line(trainer)
+
+
+class _BarSafe(logging.Handler):
+    """Writes through tqdm.write, which lifts a live progress bar off the line first (a log line
+    printed while a bar is drawn otherwise lands in the middle of it)."""
+
+    def __init__(self, inner: logging.StreamHandler):
+        super().__init__(inner.level)
+        self.inner = inner
+        self.setFormatter(inner.formatter)
+
+    def emit(self, record):
+        from tqdm import tqdm
+
+        try:
+            tqdm.write(self.format(record), file=self.inner.stream)
+        except Exception:
+            self.handleError(record)
+
+
+def bar_safe_logging() -> None:
+    """Where a bar is drawn (a terminal), log lines go around it."""
+    root = logging.getLogger()
+    for i, h in enumerate(list(root.handlers)):
+        if type(h) is logging.StreamHandler and h.stream in (sys.stdout, sys.stderr) and h.stream.isatty():
+            root.handlers[i] = _BarSafe(h)

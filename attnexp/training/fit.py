@@ -1,0 +1,171 @@
+"""`train(run)`: set up the data and the model from a validated `Run`, fit, test, and leave a
+summary.json saying what happened, whatever happens: `running` from the first step, then
+`completed`, `interrupted` (a stop signal: a checkpoint of that step, resumable), `diverged` (a loss
+that is no longer a number; no checkpoint of it), `pruned`, `failed` (an exception) or
+`config_error` (bad settings or bad input data, found before the first step)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict
+
+import lightning as L
+import torch
+from hydra.utils import instantiate
+from lightning.fabric.utilities.exceptions import MisconfigurationException
+from lightning.pytorch.callbacks import EarlyStopping
+from omegaconf import OmegaConf
+
+from attnexp.config import ConfigError, Run, check, split_override
+from attnexp.data import build_datamodule
+from attnexp.model import checkpoints
+from attnexp.results import summary
+from attnexp.results.summary import Status
+from attnexp.training import build
+from attnexp.training.loggers import finish, log_final_hparams
+from attnexp.training.module import AttnexpModule
+from attnexp.training.recorder import RunRecorder
+from attnexp.training.stops import Interrupted, StopSignals, status_for
+
+log = logging.getLogger(__name__)
+
+
+def train(run: Run, callbacks: Sequence[L.Callback] = ()) -> dict | None:
+    """Train one run into `run.out_dir`; returns the summary (also written to summary.json), or
+    None on the other ranks of a distributed run. `callbacks`: Lightning callbacks of the caller's,
+    added to those the config builds."""
+    run.out_dir.mkdir(parents=True, exist_ok=True)
+    threads_before = torch.get_num_threads()  # `threads=` is this run's: the next job of a sweep starts from the default
+    with StopSignals() as stops:
+        try:
+            result = _train(run, stops, callbacks)
+            if result and result["status"] == Status.INTERRUPTED:
+                stops.chain()  # e.g. submitit's requeue, now that the checkpoint is written
+            return result
+        except BaseException as e:
+            record_early_failure(run, e)
+            raise
+        finally:
+            torch.set_num_threads(threads_before)
+
+
+def record_early_failure(run: Run, e: BaseException) -> None:
+    """A run that stopped before the recorder took over (a config or data error, a failed setup, a
+    signal during data loading) still leaves a summary.json saying so; one the recorder wrote is
+    its own record."""
+    if summary.read_status(run.out_dir) not in (None, Status.RUNNING):
+        return
+    status = status_for(e)
+    msg = str(e) if isinstance(e, ConfigError) else f"{type(e).__name__}: {e}"
+    extra = {}
+    if isinstance(e, Interrupted):
+        msg, extra = f"stopped by {e.signame} before training started", {"signal": e.signame}
+    summary.write(run.out_dir / summary.NAME, summary.error_record(run.out_dir, status, msg, run.job, **extra))
+
+
+def prepare(run: Run):
+    """Seed, threads, the data set up, the module built (pretrained weights loaded, a resumed run's
+    checkpoint checked against it): (datamodule, module, resume path)."""
+    (run.out_dir / "config_resolved.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(run.config)))
+    build.quiet_lightning()
+    L.seed_everything(run.seed, workers=True, verbose=False)
+    torch.set_float32_matmul_precision("high")
+    if build.thread_count(run):
+        torch.set_num_threads(build.thread_count(run))
+    resume = build.resume_path(run)
+    ckpt = checkpoints.load(resume, "resume") if resume else None
+    if ckpt is not None and run.resume == "auto":  # resume=PATH was checked with the config
+        problem = checkpoints.mismatch(ckpt, asdict(run.model), asdict(run.attention), asdict(run.task), "resume", resume)
+        check(problem is None, problem or "")
+    dm = build_datamodule(run.data, run.task, causal=run.attention.causal, run_dir=str(run.out_dir), seed=run.seed)
+    dm.setup("fit")
+    if run.task.name == "classify":
+        check(dm.num_classes, f"data={run.data.name} has no labels for task=classify")
+    check(len(dm.splits["train"]) > 0, f"data={run.data.name} has no training examples; nothing to train on")
+    module = AttnexpModule.from_configs(run.model, run.attention, run.task, run.optim, dm.vocab_size, dm.num_classes)
+    if run.model.init and ckpt is None:  # a resumed run takes every weight from its checkpoint instead
+        from attnexp.model import pretrained
+
+        pretrained.load_into(module.model, pretrained.source_of(run.model.init))
+        log.info("weights from %s (the task head starts fresh)", run.model.init)
+    if ckpt is not None:
+        checkpoints.check_shapes(ckpt, module.state_dict(), "resume", resume)
+    return dm, module, resume
+
+
+def _train(run: Run, stops: StopSignals, extra_callbacks: Sequence[L.Callback]) -> dict | None:
+    dm, module, resume = prepare(run)
+    data = {"name": run.data.name, "vocab_size": dm.vocab_size, "num_classes": dm.num_classes,
+            **{f"n_{k}": len(v) for k, v in dm.splits.items()}}
+    recorder = RunRecorder(run.out_dir, summary.static_record(run, module.model.num_params(), data), stops,
+                           resumed_from=str(resume) if resume else None, started=run.job.started)
+    ours, best, maps = build.our_callbacks(run, recorder, stops, build.on_cpu(run))
+    callbacks = [*ours, *extra_callbacks, *(instantiate(c) for c in run.callbacks.values())]
+    loggers = build.loggers(run)
+    trainer = build.trainer(run, callbacks, loggers)
+    stops.trainer = trainer
+    try:
+        trainer.fit(module, datamodule=dm, ckpt_path=str(resume) if resume else None, weights_only=True)
+        record_early_stop(recorder, trainer)  # before trainer.test restores the callbacks from the best checkpoint
+        if run.test and not trainer.fast_dev_run:
+            results = trainer.test(module, datamodule=dm, ckpt_path=best.best_model_path or None, verbose=False,
+                                   weights_only=True)
+            recorder.test_metrics = results[0] if results else {}
+        recorder.status = Status.COMPLETED
+        return finished(recorder, trainer, maps, run)
+    except MisconfigurationException as e:  # Lightning found a setting it cannot run (e.g. a limit below one batch)
+        raise ConfigError(f"trainer: {' '.join(str(e).split())}") from None
+    except BaseException:
+        if recorder.status in (Status.INTERRUPTED, Status.DIVERGED, Status.PRUNED):  # an outcome, not a bug
+            return finished(recorder, trainer, maps, run)
+        raise
+    finally:
+        stops.trainer = None
+        finish(loggers, completed=recorder.status == Status.COMPLETED)
+
+
+def record_early_stop(recorder: RunRecorder, trainer) -> None:
+    es = next((c for c in trainer.callbacks if isinstance(c, EarlyStopping)), None)
+    if es is not None and "early_stopping" not in recorder.extra:
+        recorder.extra["early_stopping"] = {"monitor": es.monitor, "patience": es.patience,
+                                            "stopped_epoch": es.stopped_epoch or None}
+
+
+def finished(recorder: RunRecorder, trainer, maps, run: Run) -> dict | None:
+    """The final summary (the maps' section added), and for a completed run TensorBoard's HPARAMS
+    record of its settings and final metrics."""
+    if maps:
+        recorder.extra["attention_maps"] = {"dir": str(run.out_dir / "maps"), "alignment": maps.last_alignment}
+    record_early_stop(recorder, trainer)
+    result = recorder.write(trainer, recorder.status, error=recorder.error)
+    if result and recorder.status == Status.COMPLETED:
+        params, metrics = hparams_record(run, result)
+        log_final_hparams(trainer.loggers, params, metrics, trainer.global_step)
+    return result
+
+
+def hparams_record(run: Run, result: dict) -> tuple[dict, dict]:
+    """TensorBoard's HPARAMS tab: the settings runs are compared by (the main ones and every
+    override) and the final metrics, under hp/ so the curves of the same names stay untouched."""
+    c = run.config
+    params = {"attention": c["attention"], "model": c["model"], "task": result["task"], "optim": c["optim"],
+              "data": {k: c["data"].get(k) for k in ("name", "max_len", "batch_size", "kind", "remove")},
+              "trainer": {"max_epochs": run.trainer.max_epochs}, "seed": run.seed}
+    flat = {}
+
+    def walk(d, prefix=""):
+        for k, v in d.items():
+            if isinstance(v, dict):
+                walk(v, f"{prefix}{k}.")
+            else:
+                flat[f"{prefix}{k}"] = v if isinstance(v, (int, float, str, bool)) else str(v)
+
+    walk(params)
+    for o in run.job.overrides or []:
+        flat.setdefault(*split_override(o))
+    m = result["metrics"]
+    metrics = {f"hp/{k}": v for k, v in {**m["final"], **m["test"]}.items()}
+    if m.get("best"):
+        metrics["hp/best"] = m["best"]["value"]
+    return flat, {k: v for k, v in metrics.items() if isinstance(v, (int, float))}

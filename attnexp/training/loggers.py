@@ -1,0 +1,98 @@
+"""Everything logger-specific, one adapter per logger: how an image, a table, the run's settings
+with its final metrics and the end of a run reach TensorBoard, wandb and CSV. The rest of attnexp
+calls these functions with every logger the trainer holds and never asks which one it is.
+
+A logger without an adapter here (a callback's own, `logger=` with any Lightning logger) still gets
+scalars through Lightning's `log_metrics`; it is only skipped for images, tables and the rest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
+
+
+class Adapter:
+    """What one kind of logger does with what attnexp logs beyond scalars (default: nothing)."""
+
+    def image(self, lg: Logger, key: str, img, png: bytes, step: int) -> None:
+        pass
+
+    def table(self, lg: Logger, key: str, columns: list[str], rows: list[list], step: int) -> None:
+        pass
+
+    def final_hparams(self, lg: Logger, params: dict, metrics: dict, step: int) -> None:
+        pass
+
+    def finish(self, lg: Logger, completed: bool) -> None:
+        pass
+
+
+class TensorBoard(Adapter):
+    def image(self, lg, key, img, png, step):
+        from tensorboard.compat.proto.summary_pb2 import Summary  # hand over our PNG: add_image would re-encode it
+
+        image = Summary.Image(height=img.height, width=img.width, colorspace=3, encoded_image_string=png)
+        lg.experiment.file_writer.add_summary(Summary(value=[Summary.Value(tag=key, image=image)]), step)
+
+    def final_hparams(self, lg, params, metrics, step):
+        # TensorBoard's HPARAMS tab: written after Lightning finalized the logger, so flushed now, or
+        # the record waits for the writer's 2-minute timer (or is lost when the process ends first)
+        lg.log_hyperparams(params, metrics, step=step)
+        lg.experiment.flush()
+
+
+class Wandb(Adapter):
+    def image(self, lg, key, img, png, step):
+        lg.log_image(key=key, images=[img], step=step)
+
+    def table(self, lg, key, columns, rows, step):
+        lg.log_table(key=key, columns=columns, data=rows, step=step)
+
+    def finish(self, lg, completed):
+        # A wandb run ends with its job: the next job of a sweep (Hydra's basic launcher runs them in
+        # one process) gets a run of its own; a run that did not complete is marked failed.
+        if lg._experiment is not None:
+            lg.experiment.finish(exit_code=0 if completed else 1)
+
+
+ADAPTERS: list[tuple[type[Logger], Adapter]] = [(TensorBoardLogger, TensorBoard()), (WandbLogger, Wandb()),
+                                                 (CSVLogger, Adapter())]
+
+
+def adapter(lg: Logger) -> Adapter:
+    return next((a for cls, a in ADAPTERS if isinstance(lg, cls)), Adapter())
+
+
+def log_image(loggers, key: str, img, png: bytes, step: int) -> None:
+    for lg in loggers:
+        adapter(lg).image(lg, key, img, png, step)
+
+
+def log_table(loggers, key: str, columns: list[str], rows: list[list], step: int) -> None:
+    for lg in loggers:
+        adapter(lg).table(lg, key, columns, rows, step)
+
+
+def log_final_hparams(loggers, params: dict, metrics: dict, step: int) -> None:
+    for lg in loggers:
+        adapter(lg).final_hparams(lg, params, metrics, step)
+
+
+def finish(loggers, completed: bool) -> None:
+    for lg in loggers:
+        adapter(lg).finish(lg, completed)
+
+
+def sweep_fields(spec: dict, sweep_dir: str | None, swept: list[str], overrides: list[str] | None) -> dict:
+    """A logger's hydra.utils.instantiate spec with what a sweep adds: for wandb, the runs of one
+    sweep share a group (the sweep folder) and carry the swept settings as job_type and tags, so
+    wandb's grouping and filters follow the sweep. Other loggers unchanged."""
+    if not sweep_dir or "Wandb" not in str(spec.get("_target_", "")):
+        return spec
+    from attnexp.config import split_override
+
+    values = [o.lstrip("+~") for o in overrides or [] if split_override(o)[0] in swept]
+    root = Path(sweep_dir)
+    return {**spec, "group": f"{root.parent.name}/{root.name}", "job_type": ",".join(swept) or "sweep",
+            "tags": [*(spec.get("tags") or []), *values]}

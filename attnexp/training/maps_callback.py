@@ -1,0 +1,140 @@
+"""AttentionMaps: a Lightning callback that, every `every_n_epochs`, computes the probe set's maps
+from the current weights, logs grids + per-head statistics to the configured loggers and saves
+them under <run>/maps/; at the end of training it writes a GIF per example and viewer.html.
+The maps themselves (probe, statistics, pictures, viewer) are attnexp.maps's; this is the
+training-time driver."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+from lightning.pytorch.utilities import rank_zero_only
+from PIL import Image
+
+from attnexp.config import ALIGN_BEST, MapsConfig
+from attnexp.maps import render, snapshot, stats
+from attnexp.maps.html import Viewer
+from attnexp.maps.probe import Probe, attention_maps, probe_from
+from attnexp.maps.view import is_signed
+from attnexp.training.loggers import log_image, log_table
+
+log = logging.getLogger("attnexp")
+
+
+class AttentionMaps(L.Callback):
+    def __init__(self, cfg: MapsConfig, out_dir: Path):
+        self.cfg, self.dir = cfg, Path(out_dir) / "maps"
+        self.probe: Probe | None = None
+        self.frames: dict[int, list] = {}  # example -> GIF frame per snapshot
+        self.viewer: Viewer | None = None  # viewer.html's data, added to at every snapshot
+        self.shape: tuple[int, int] = (0, 0)  # layers, heads
+        self.last_alignment: dict | None = None
+        self._last = None  # the last snapshot's weights (maps.bertviz writes them at the end)
+        self._resumed_epochs: list[int] = []
+
+    def setup(self, trainer, pl_module, stage):
+        self._stage = stage  # runs before a checkpoint is restored
+        if self.probe is None and trainer.datamodule is not None:
+            self.probe = probe_from(trainer.datamodule, self.cfg.texts, self.cfg.n_examples)
+
+    # A resumed run picks up the snapshots of its earlier part from <run>/maps/, so the viewer and
+    # the GIFs cover the whole run; only the list of epochs travels in the checkpoint.
+    def state_dict(self) -> dict:
+        return {"epochs": self.viewer.epochs if self.viewer else [], "last_alignment": self.last_alignment}
+
+    def load_state_dict(self, state: dict) -> None:
+        if getattr(self, "_stage", "fit") == "fit":  # not trainer.test(ckpt_path=best)'s restore
+            self._resumed_epochs, self.last_alignment = state["epochs"], state["last_alignment"]
+
+    def on_fit_start(self, trainer, pl_module):
+        for epoch in self._resumed_epochs:
+            npz = self.dir / f"{snapshot.stem(epoch)}.npz"
+            if not npz.is_file():
+                continue
+            self._add_to_viewer(epoch, np.load(npz, allow_pickle=False)["weights"])
+            if self.cfg.animation:
+                for b in range(len(self.probe.tokens)):
+                    png = self.dir / f"{snapshot.stem(epoch)}_ex{b}.png"
+                    if png.is_file():
+                        self.frames.setdefault(b, []).append(Image.open(png).copy())
+        self._resumed_epochs = []
+
+    def on_validation_epoch_end(self, trainer, pl_module):
+        if trainer.sanity_checking or self.probe is None or (trainer.current_epoch + 1) % self.cfg.every_n_epochs:
+            return
+        best = None
+        if trainer.is_global_zero:  # one probe pass, on rank 0 (the other ranks hold the same weights)
+            w = attention_maps(pl_module.model, self.probe, trainer.datamodule.pad_id)
+            log.info("attention maps of epoch %d: %d examples", trainer.current_epoch, len(self.probe.ids))
+            s = stats.head_stats(w, self.probe.lengths)
+            scalars = stats.flat(s)
+            scores = None
+            if self.probe.targets:
+                scores = stats.alignment(w, self.probe.targets)
+                layer, head = np.unravel_index(scores.argmax(), scores.shape)
+                self.last_alignment = {"best": float(scores.max()), "layer": int(layer), "head": int(head)}
+                best = float(scores.max())
+                scalars.update({"align/best_layer": float(layer), "align/best_head": float(head)})
+                scalars.update(stats.flat({"alignment": scores}, prefix="align"))
+            for lg in trainer.loggers:  # straight to the loggers: ~50 scalars through self.log cost ~20 ms an epoch
+                lg.log_metrics(scalars, step=logger_step(trainer))
+            self.save(trainer, w, s, scores)
+        if self.probe.targets:  # every rank logs it, so checkpoint.monitor=align/best works everywhere
+            pl_module.log(ALIGN_BEST, trainer.strategy.broadcast(best, src=0), on_epoch=True)
+
+    @rank_zero_only
+    def save(self, trainer, w: np.ndarray, s: dict, scores) -> None:
+        epoch, step = trainer.current_epoch, trainer.global_step
+        self.dir.mkdir(parents=True, exist_ok=True)
+        grids = snapshot.save(self.dir, snapshot.stem(epoch), w, self.probe, s, f"epoch {epoch} (step {step})", self.cfg,
+                              scores, epoch=epoch, step=step)
+        self._add_to_viewer(epoch, w)
+        self._last = w
+        for b, (img, png) in enumerate(grids):
+            if self.cfg.animation:
+                self.frames.setdefault(b, []).append(img)
+            if self.cfg.images_to_logger:
+                log_image(trainer.loggers, f"attention_maps/example{b}", img, png, logger_step(trainer))
+        log_stats_table(trainer, s, logger_step(trainer))
+
+    def on_fit_end(self, trainer, pl_module):
+        self.finish(trainer)
+
+    def on_exception(self, trainer, pl_module, exception):  # an interrupted run keeps its viewer and GIFs too
+        self.finish(trainer)
+
+    @rank_zero_only
+    def finish(self, trainer):
+        for b, frames in self.frames.items():
+            render.gif(frames, self.dir / f"evolution_ex{b}.gif")
+        if self.cfg.html and self.viewer is not None and self.viewer.epochs:
+            self.viewer.write(self.dir / "viewer.html", str(Path(trainer.default_root_dir).name), self.cfg.scale, *self.shape)
+        if self.cfg.bertviz and self._last is not None:  # the last snapshot, in bertviz's views
+            from attnexp.maps import bertviz_export
+
+            bertviz_export.write(self.dir, self._last, self.probe)
+
+    def _add_to_viewer(self, epoch: int, w: np.ndarray) -> None:
+        if not self.cfg.html:
+            return
+        if self.viewer is None:  # signed or not is the variant's, fixed by the first snapshot
+            self.viewer = Viewer(self.probe.tokens, self.cfg.viewer_tokens, self.cfg.long, signed=is_signed(w))
+            self.shape = (w.shape[0], w.shape[2])
+        self.viewer.add(epoch, w)
+
+
+def logger_step(trainer) -> int:
+    """The step Lightning writes this validation's metrics at (one less than global_step at the
+    end of an epoch), so the maps land on the same step as val/loss in TensorBoard and wandb."""
+    return trainer.fit_loop.epoch_loop._batches_that_stepped
+
+
+def log_stats_table(trainer, s: dict, step: int) -> None:
+    """One table row per head (wandb's Table: heads sorted and filtered in the UI)."""
+    names = list(s)
+    L, H = s[names[0]].shape
+    rows = [[step, layer, head, *(float(s[k][layer, head]) for k in names)] for layer in range(L) for head in range(H)]
+    log_table(trainer.loggers, "attention_head_stats", ["step", "layer", "head", *names], rows, step)

@@ -1,0 +1,95 @@
+"""How a run stops early: a signal (SIGTERM from a cluster's preemption, SIGINT from Ctrl-C, SIGUSR2
+from SLURM through submitit), a loss that stopped being a number, or Optuna's pruner. Each ends
+with a checkpoint where one is worth keeping and a summary saying what happened; `status_for`
+is the one place an exception becomes a status (the command line turns statuses into exit codes)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+from attnexp.config import ConfigError
+from attnexp.results.summary import Status
+
+# SIGUSR2: what SLURM sends through submitit before a job's time limit or at its preemption
+_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT", signal.SIGUSR2: "SIGUSR2"}
+
+
+class Interrupted(BaseException):
+    """A stop signal outside the training loop (data setup, testing): not an Exception, so no
+    generic `except Exception` swallows it."""
+
+    def __init__(self, signame: str):
+        super().__init__(signame)
+        self.signame = signame
+
+
+class Pruned(Exception):
+    """An Optuna trial the pruner stopped: its per-epoch value was worse than the other trials'."""
+
+
+class Diverged(Exception):
+    def __init__(self, message: str):
+        super().__init__(message)
+
+
+def status_for(exc: BaseException) -> Status:
+    """The status a run that ended with `exc` records."""
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+    if isinstance(exc, (Interrupted, SIGTERMException, KeyboardInterrupt)):
+        return Status.INTERRUPTED
+    if isinstance(exc, ConfigError):
+        return Status.CONFIG_ERROR
+    if isinstance(exc, Diverged):
+        return Status.DIVERGED
+    if isinstance(exc, Pruned):
+        return Status.PRUNED
+    return Status.FAILED
+
+
+class StopSignals:
+    """Installed for the length of a run. The first SIGTERM or SIGINT during fit asks Lightning to
+    stop after the current step (its own SIGTERM path, `received_sigterm`; after the validation pass
+    when one is running), so the checkpoint holds a consistent state; outside fit, or at a second
+    signal, it raises `Interrupted` at once."""
+
+    def __init__(self):
+        self.received: str | None = None
+        self.pending = False  # a signal that waits for the validation pass in progress (guards.StopGuard)
+        self.trainer = None  # set while the trainer fits or tests
+        self._previous: dict = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in _NAMES:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
+        return False
+
+    def chain(self) -> None:
+        """After the run stopped cleanly, the handler installed before ours for that signal, if it
+        is a program's own (submitit's requeue on SIGUSR2): it runs as it would have, just later."""
+        sig = next((k for k, v in _NAMES.items() if v == self.received), None)
+        previous = self._previous.get(sig)
+        if callable(previous) and previous is not signal.default_int_handler:
+            previous(sig, None)
+
+    def _handle(self, signum, frame):
+        first = self.received is None
+        self.received = self.received or _NAMES[signum]
+        t = self.trainer
+        if first and t is not None:
+            last = t.training and t.fit_loop.epoch_loop.batch_progress.is_last_batch
+            if t.validating or t.sanity_checking or last:  # a validation pass is running or next: stop once it is
+                t._signal_connector.received_sigterm = False  # over (Lightning's own handler, which ran first on
+                self.pending = True  # SIGTERM, would cut it short)
+            else:
+                t._signal_connector.received_sigterm = True  # Lightning raises SIGTERMException after this step
+            return
+        raise Interrupted(self.received)

@@ -1,0 +1,33 @@
+"""The fast path and its measurements: FLOP counts and device peaks for MFU, throughput in every
+summary, batch lengths rounded for compiled kernels, torch.compile, and the GPU suite's smoke run
+(so it cannot rot between GPU sessions). GPU-only checks carry the `cuda` marker."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import torch
+
+from helpers.runs import (
+    REPO,  # noqa: E402
+    )
+
+CUDA = torch.cuda.is_available()
+TINY = ["trainer.max_epochs=1", "data.n_sentences=300", "logger=none", "maps.enabled=false", "test=false"]
+
+
+def test_gpu_suite_smoke_runs_every_part(tmp_path):
+    r = subprocess.run([sys.executable, "scripts/gpu_suite.py", "--smoke", f"--out={tmp_path}"], cwd=REPO,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    suite = json.loads((tmp_path / "suite.json").read_text())
+    parts = {"cuda-tests", "kernels", "model", "overhead", "newsgroups"}
+    pretrained = (REPO.parent / "shared" / "models" / "all-MiniLM-L6-v2" / "config.json").is_file()
+    assert set(suite["parts"]) == parts | ({"finetune"} if pretrained else set()) and suite["torch"]
+    for name in ("kernels_cpu_smoke.json", "model_cpu_smoke.json", "framework_overhead_cpu.json",
+                 "newsgroups_cpu_preset.json", "suite.md", *(["newsgroups_cpu_finetune.json"] if pretrained else [])):
+        assert (tmp_path / name).is_file(), name
+    rows = json.loads((tmp_path / "kernels_cpu_smoke.json").read_text())["results"]
+    assert all(isinstance(r["ours_ms"], float) and r["ours_vs_bare"] > 0 for r in rows)

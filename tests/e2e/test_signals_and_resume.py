@@ -1,0 +1,329 @@
+"""A run survives any stop, resumes to the same run, never trains on NaN silently, and loads
+checkpoints from strangers as data. (The bad-input table is tests/test_bad_input.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import pytest
+import torch
+
+from attnexp.api import train
+from attnexp.cli import main
+from attnexp.cli.compare import compare_cli
+from attnexp.config import ConfigError
+from attnexp.model import checkpoints
+from attnexp.training.build import AtomicCheckpointIO
+from helpers.runs import run_of
+
+# masked-token LM with dropout: both random masks and dropout must resume exactly
+QUICK = ["attention=bidirectional", "model.dropout=0.1", "data.n_sentences=400", "trainer.max_epochs=3",
+         "logger=none", "test=false", "trainer.enable_progress_bar=false", "maps.n_examples=2"]
+STEPS_PER_EPOCH = 6  # 360 training sentences in batches of 64
+
+
+class SignalAt(L.Callback):
+    """Sends a signal to this very process after optimizer step `step`, as a cluster would."""
+
+    def __init__(self, step: int, sig=signal.SIGTERM):
+        self.step, self.sig = step, sig
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), self.sig)
+
+
+def strict_json(path: Path) -> dict:
+    def refuse(c):
+        raise ValueError(f"{path} holds {c}: not strict JSON")
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+def weights(path: Path) -> dict:
+    return torch.load(path, weights_only=True, map_location="cpu")["state_dict"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("whole")
+    return train(run_of(QUICK, out)), out
+
+
+@pytest.mark.parametrize("stop_at", [STEPS_PER_EPOCH, STEPS_PER_EPOCH + 2], ids=["epoch-boundary", "mid-epoch"])
+def test_resumed_run_equals_the_uninterrupted_one(uninterrupted, stop_at, tmp_path):
+    whole, whole_dir = uninterrupted
+    cut = train(run_of(QUICK, tmp_path), callbacks=[SignalAt(stop_at)])
+    assert cut["status"] == "interrupted" and cut["signal"] == "SIGTERM" and cut["steps"] == stop_at
+    assert Path(cut["resume_checkpoint"]).name == "interrupted.ckpt"
+    assert strict_json(tmp_path / "summary.json")["status"] == "interrupted"
+    assert (tmp_path / "maps" / "viewer.html").is_file() and (tmp_path / "maps" / "evolution_ex0.gif").is_file()
+
+    done = train(run_of([*QUICK, "resume=auto"], tmp_path))
+    assert done["status"] == "completed" and done["resumed_from"] == [cut["resume_checkpoint"]]
+    # same weights to the bit, same validation curve, same counts: the run is the uninterrupted one
+    a, b = weights(whole_dir / "checkpoints/last.ckpt"), weights(tmp_path / "checkpoints/last.ckpt")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert done["metrics"]["history"] == whole["metrics"]["history"]
+    assert (done["steps"], done["epochs"], done["train_tokens"]) == (whole["steps"], whole["epochs"], whole["train_tokens"])
+    # the maps of the first part are kept: the viewer and the GIF cover all three epochs
+    assert sorted(p.name for p in (tmp_path / "maps").glob("epoch*.npz")) == [f"epoch00{i}.npz" for i in range(3)]
+    viewer = (tmp_path / "maps" / "viewer.html").read_text()
+    assert '"epochs": [0, 1, 2]' in viewer
+    from PIL import Image
+
+    assert Image.open(tmp_path / "maps" / "evolution_ex0.gif").n_frames == 3
+
+
+def test_same_seed_same_config_same_metrics(uninterrupted, tmp_path):
+    whole, whole_dir = uninterrupted
+    again = train(run_of(QUICK, tmp_path))
+    assert again["metrics"]["history"] == whole["metrics"]["history"]
+    a, b = weights(whole_dir / "checkpoints/last.ckpt"), weights(tmp_path / "checkpoints/last.ckpt")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_sigint_in_process_is_an_interrupt_with_a_checkpoint(tmp_path):
+    s = train(run_of(QUICK, tmp_path), callbacks=[SignalAt(3, signal.SIGINT)])
+    assert s["status"] == "interrupted" and s["signal"] == "SIGINT" and s["steps"] == 3
+    assert checkpoints.newest(tmp_path) == tmp_path / "checkpoints" / "interrupted.ckpt"
+    saved = checkpoints.load(tmp_path / "checkpoints" / "interrupted.ckpt")  # read as data (weights_only=True)
+    assert saved["global_step"] == 3
+    assert saved["optimizer_states"] and saved["lr_schedulers"], "a whole checkpoint: resume= continues from it"
+
+
+def test_a_cluster_signal_stops_cleanly_then_runs_the_handler_that_was_there(tmp_path):
+    """submitit requeues a SLURM job from its SIGUSR2 handler: attnexp stops after the step, writes its
+    checkpoint and summary, then hands the signal to that handler."""
+    called = []
+    previous = signal.signal(signal.SIGUSR2, lambda signum, frame: called.append(signum))
+    try:
+        s = train(run_of(QUICK, tmp_path), callbacks=[SignalAt(4, signal.SIGUSR2)])
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    assert s["status"] == "interrupted" and s["signal"] == "SIGUSR2" and s["steps"] == 4
+    assert (tmp_path / "checkpoints" / "interrupted.ckpt").is_file() and called == [signal.SIGUSR2]
+
+
+def test_resume_auto_without_a_checkpoint_starts_afresh(tmp_path):
+    s = train(run_of([*QUICK, "trainer.max_epochs=1", "resume=auto"], tmp_path))
+    assert s["status"] == "completed" and s["resumed_from"] == [] and s["steps"] == STEPS_PER_EPOCH
+
+
+def test_periodic_checkpoints_keep_the_latest(tmp_path):
+    s = train(run_of([*QUICK, "trainer.max_epochs=1", "checkpoint.every_n_steps=2", "maps.enabled=false"], tmp_path))
+    steps = sorted(p.name for p in (tmp_path / "checkpoints").glob("step-*.ckpt"))
+    assert steps == ["step-0000006.ckpt"] and s["status"] == "completed"
+
+
+def test_a_kill_during_a_save_leaves_the_previous_checkpoint_whole(tmp_path, monkeypatch):
+    path = tmp_path / "last.ckpt"
+    io = AtomicCheckpointIO()
+    io.save_checkpoint({"state_dict": {"w": torch.ones(3)}, "hyper_parameters": {}}, path)
+    before = path.read_bytes()
+
+    def dies_halfway(obj, f, *a, **kw):
+        f.write(b"PK\x03\x04 half a zip")  # what a kill leaves behind mid-write
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", dies_halfway)
+    with pytest.raises(KeyboardInterrupt):
+        io.save_checkpoint({"state_dict": {"w": torch.zeros(3)}, "hyper_parameters": {}}, path)
+    assert path.read_bytes() == before and list(tmp_path.iterdir()) == [path]
+    assert torch.equal(checkpoints.load(path)["state_dict"]["w"], torch.ones(3))
+
+
+def test_divergence_stops_the_run_and_keeps_no_nan_checkpoint(tmp_path):
+    s = train(run_of([*QUICK, "optim.lr=1e4", "maps.enabled=false"], tmp_path))
+    assert s["status"] == "diverged" and "stopped being a number at step" in s["error"]
+    assert s["metrics"]["best"] is None or np.isfinite(s["metrics"]["best"]["value"])
+    strict_json(tmp_path / "summary.json")
+    for p in (tmp_path / "checkpoints").glob("*.ckpt"):
+        assert all(torch.isfinite(t).all() for t in weights(p).values() if t.is_floating_point()), p
+
+
+def test_skip_mode_skips_a_bad_batch_and_goes_on(tmp_path, monkeypatch):
+    import attnexp.training.module as lit
+
+    calls = {"n": 0}
+    real = lit.lm_loss
+
+    def sometimes_nan(logits, labels):
+        calls["n"] += 1
+        loss = real(logits, labels)
+        return loss * float("nan") if calls["n"] == 3 else loss
+
+    monkeypatch.setattr(lit, "lm_loss", sometimes_nan)
+    s = train(run_of([*QUICK, "trainer.max_epochs=1", "optim.nonfinite=skip", "maps.enabled=false",
+                      "trainer.num_sanity_val_steps=0"], tmp_path))
+    assert s["status"] == "completed" and s["skipped_batches"] == 1 and s["metrics"]["history"]
+
+
+def test_skip_mode_gives_up_on_a_run_that_keeps_diverging(tmp_path):
+    s = train(run_of([*QUICK, "optim.lr=1e4", "optim.nonfinite=skip", "maps.enabled=false", "data.n_sentences=1200"],
+                     tmp_path))  # 17 batches an epoch: more than 10 bad ones in a row before the first validation
+    assert s["status"] == "diverged" and "skipping them did not help" in s["error"], s["error"]
+
+
+class Boom(L.Callback):
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step == 2:
+            raise RuntimeError("boom")
+
+
+def test_a_failure_in_training_writes_its_summary_and_a_checkpoint(tmp_path):
+    with pytest.raises(RuntimeError, match="boom"):
+        train(run_of([*QUICK, "maps.enabled=false"], tmp_path), callbacks=[Boom()])
+    s = strict_json(tmp_path / "summary.json")
+    assert s["status"] == "failed" and s["error"] == "RuntimeError: boom" and s["steps"] == 2
+    assert (tmp_path / "checkpoints" / "on_exception.ckpt").is_file()
+
+
+def test_a_failure_in_data_setup_writes_its_summary(tmp_path):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "train.jsonl").write_text('{"text": "a post", "label": 1}\n{"text": "broken", "label": \n')
+    (folder / "test.jsonl").write_text('{"text": "a post", "label": 1}\n')
+    run = run_of(["experiment=newsgroups", "data.source=local", f"data.path={folder}",
+                  f"data.cache_dir={tmp_path / 'cache'}", "logger=none"], tmp_path / "run")
+    with pytest.raises(ConfigError, match=r"train.jsonl line 2: not valid JSON"):
+        train(run)
+    s = strict_json(tmp_path / "run" / "summary.json")
+    assert s["status"] == "config_error" and "line 2" in s["error"] and not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_a_failed_resume_writes_no_checkpoint_of_a_fresh_model(tmp_path, uninterrupted):
+    _, whole_dir = uninterrupted
+    ckpt = whole_dir / "checkpoints" / "last.ckpt"
+    with pytest.raises(ConfigError, match="holds a different model: model.d_model=64 \\(this run: 128\\)"):
+        run_of([*QUICK, f"resume={ckpt}", "model.d_model=128"], tmp_path)
+    assert not (tmp_path / "checkpoints").exists()
+
+
+# -- checkpoints from strangers are data ------------------------------------------------------------
+class Payload:
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def evil_checkpoint(tmp_path: Path) -> tuple[Path, Path]:
+    marker, path = tmp_path / "pwned", tmp_path / "evil.ckpt"
+    torch.save({"state_dict": {}, "hyper_parameters": Payload(marker), "epoch": 0}, path)
+    with open(tmp_path / "evil.pkl", "wb") as f:  # a bare pickle too, not only a torch zip
+        pickle.dump({"state_dict": Payload(marker)}, f)
+    return path, marker
+
+
+@pytest.mark.parametrize("command", ["maps", "train", "train-pickle", "api"])
+def test_a_malicious_checkpoint_runs_no_code(command, tmp_path, capsys):
+    path, marker = evil_checkpoint(tmp_path)
+    if command == "maps":
+        rc = main(["maps", f"ckpt={path}", "text=hello"])
+    elif command.startswith("train"):
+        p = tmp_path / "evil.pkl" if command == "train-pickle" else path
+        rc = main(["train", f"resume={p}", "logger=none"])
+    else:
+        with pytest.raises(ConfigError, match="was refused: it asks to call posix.system"):
+            checkpoints.load(path)
+        rc = 2
+    assert rc == 2 and not marker.exists(), "the checkpoint's payload ran"
+    err = capsys.readouterr().err.strip()
+    if command != "api":  # a torch zip with a payload is refused; a bare pickle is not even read as one
+        assert len(err.splitlines()) == 1 and ("was refused" in err or "not a readable checkpoint" in err), err
+        assert command == "train-pickle" or "was refused: it asks to call posix.system" in err, err
+
+
+def test_secrets_in_the_environment_never_land_in_the_run_dir(tmp_path, monkeypatch):
+    secrets = {"WANDB_API_KEY": "wandbsecret0123456789abcdef", "HF_TOKEN": "hf_secrettokenvalue42",
+               "AWS_SECRET_ACCESS_KEY": "awsSECRETkeyVALUE9876", "ATTNEXP_TEST_SECRET": "s3cr3t-value-for-tests"}
+    for k, v in secrets.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    train(run_of([*QUICK, "trainer.max_epochs=1", "logger=many"], tmp_path))
+    leaks = [(p, k) for p in tmp_path.rglob("*") if p.is_file() for k, v in secrets.items() if v.encode() in p.read_bytes()]
+    assert not leaks, leaks
+
+
+# -- the command line: exit codes, the resume line, a killed run ----------------------------------------
+
+LONG = ["data.n_sentences=3000", "trainer.max_epochs=4", "logger=none", "trainer.enable_progress_bar=false",
+        "maps.enabled=false", "test=false"]
+
+
+def start(args: list[str], cwd: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen([sys.executable, "-m", "attnexp", *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(path: Path, ok, timeout: float = 120) -> dict:
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            s = json.loads(path.read_text())
+            if ok(s):
+                return s
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"{path} never satisfied the condition")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
+def test_cli_stop_signal_exits_with_its_code_and_says_how_to_resume(sig, code, tmp_path):
+    run_dir = tmp_path / "run"
+    p = start(["train", *LONG, f"hydra.run.dir={run_dir}"], tmp_path)
+    wait_for(run_dir / "summary.json", lambda s: s["status"] == "running")
+    time.sleep(1.0)  # a few steps in
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == code, err
+    s = strict_json(run_dir / "summary.json")
+    assert s["status"] == "interrupted" and s["signal"] == sig.name and s["steps"] > 0
+    line = [x for x in err.splitlines() if x.startswith("attnexp:")]
+    assert len(line) == 1 and "Resume with: python -m attnexp train" in line[0], err
+    again = line[0].split("Resume with: ", 1)[1].split()[4:]  # the overrides of the printed command
+    assert f"hydra.run.dir={run_dir}" in again and "resume=auto" in again
+    p = start(["train", *again], tmp_path)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    s = strict_json(run_dir / "summary.json")
+    assert s["status"] == "completed" and s["epochs"] == 4 and len(s["metrics"]["history"]) == 4
+    assert s["resumed_from"] == [str(run_dir / "checkpoints" / "interrupted.ckpt")]
+
+
+@pytest.mark.slow
+def test_cli_sigkilled_run_still_shows_in_compare_with_its_last_epoch(tmp_path, capsys):
+    run_dir = tmp_path / "runs" / "killed"
+    p = start(["train", *LONG, "trainer.max_epochs=50", f"hydra.run.dir={run_dir}"], tmp_path)
+    wait_for(run_dir / "summary.json", lambda s: len(s["metrics"]["history"]) >= 1)
+    p.kill()
+    p.wait(timeout=60)
+    s = strict_json(run_dir / "summary.json")
+    assert s["status"] == "running" and s["metrics"]["history"]
+    assert compare_cli([str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    assert "killed" in out and f"epoch {s['metrics']['history'][-1]['epoch']}" in out, out
+
+
+@pytest.mark.slow
+def test_cli_divergence_exits_3_in_one_line(tmp_path):
+    p = start(["train", *LONG, "optim.lr=1e4", f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 3, err
+    lines = [x for x in err.splitlines() if x.startswith("attnexp:")]
+    assert len(lines) == 1 and "diverged" in lines[0] and "stopped being a number at step" in lines[0]
+    assert strict_json(tmp_path / "run" / "summary.json")["status"] == "diverged"

@@ -1,0 +1,242 @@
+"""Sweeps: a grid over variants x seeds aggregated into a report, Optuna studies that follow the
+monitored metric and resume from SQLite, one wandb run per job in one group, DDP on CPU, jobs in
+parallel processes (submitit), and the debug presets."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attnexp.cli import main
+from attnexp.results.compare import Table, group_rows
+from helpers.runs import options
+
+TINY = ["trainer.max_epochs=2", "data.n_sentences=300", "logger=none", "model.d_model=32", "test=false",
+        "maps.n_examples=2"]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def fake(seed: int, variant: str, loss: float, status: str = "completed") -> tuple[Path, dict]:
+    return Path(f"/runs/{variant}-{seed}/summary.json"), {
+        "status": status, "overrides": [f"attention={variant}", f"seed={seed}"],
+        "metrics": {"best": {"monitor": "val/loss", "value": loss}, "test": {"test/acc": 1 - loss / 10}, "history": []},
+        "train_time_s": 10.0, "tokens_per_s": 1000.0 + seed, "peak_memory": {"cpu_max_rss_mb": 500}}
+
+
+def test_groups_of_seeds_get_mean_std_interval_and_welch():
+    from scipy import stats
+
+    a, b, c = [2.0, 2.1, 2.2], [2.05, 2.15, 2.25], [3.0, 3.1, 2.9]
+    runs = [fake(i, "alibi", x) for i, x in enumerate(a)] + [fake(i, "causal", x) for i, x in enumerate(b)]
+    runs += [fake(i, "linear", x) for i, x in enumerate(c)] + [fake(3, "linear", float("nan"), "diverged")]
+    cols, rows = group_rows(Table(runs))
+    assert [r["attention"] for r in rows] == ["alibi", "causal", "linear"]  # lowest val/loss first
+    best, near, far = rows
+    assert best["val/loss"] == f"{np.mean(a):.4f} ± {np.std(a, ddof=1):.4f} (3) ★" and best["vs best"] == "best"
+    lo, hi = stats.t.interval(0.95, 2, loc=np.mean(a), scale=stats.sem(a))
+    assert best["95% interval"] == f"[{lo:.4f}, {hi:.4f}]"
+    p = stats.ttest_ind(b, a, equal_var=False).pvalue
+    assert near["vs best"] == f"p={p:.3f} ~" and p > 0.05  # within noise
+    assert far["vs best"].startswith("p=") and "~" not in far["vs best"]
+    assert far["runs"] == "3 completed, 1 diverged"  # the diverged seed is counted, not dropped
+
+
+def test_a_sweep_of_variants_and_seeds_becomes_a_report(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "-m", "attention=causal,alibi", "seed=0,1", *TINY]) == 0
+    sweep = next((tmp_path / "multirun").glob("*/*"))
+    jobs = sorted(p.name for p in sweep.iterdir() if (p / ".hydra").is_dir())
+    assert jobs == ["0_attention=causal,seed=0", "1_attention=causal,seed=1", "2_attention=alibi,seed=0",
+                    "3_attention=alibi,seed=1"], jobs  # folders named by the swept keys only
+    results = (sweep / "results.md").read_text()
+    assert "| attention | runs" in results and "2 completed" in results and (sweep / "results.csv").is_file()
+    capsys.readouterr()
+    report = tmp_path / "report.html"
+    assert main(["compare", str(sweep), f"report={report}", f"csv={tmp_path / 'groups.csv'}"]) == 0
+    out = capsys.readouterr().out
+    assert "2 groups of seeds" in out and "★" in out
+    page = report.read_text()
+    assert page.count("<svg") == 3 and "Groups of seeds" in page and page.count('>viewer</a>') == 4  # 4 viewer links
+    assert not [m for m in ('src="http', 'href="http', "url(http", "<script") if m in page]  # self-contained: no network
+    if CHROMIUM is None:
+        pytest.skip("needs Debian's chromium to open the report")
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
+             f"--user-data-dir={tempfile.mkdtemp()}", "--window-size=1200,2400", "--virtual-time-budget=5000"]
+    dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", report.as_uri()], capture_output=True, text=True,
+                         timeout=120).stdout
+    assert dom.count("<svg") == 3 and dom.count("<tr") >= 1 + 2 + 1 + 4, dom[:500]  # group table, run table
+    shot = tmp_path / "report.png"
+    subprocess.run([CHROMIUM, *flags, f"--screenshot={shot}", report.as_uri()], capture_output=True, timeout=120)
+    from PIL import Image
+
+    px = np.asarray(Image.open(shot).convert("RGB")).reshape(-1, 3)
+    coloured = ((px.max(1) - px.min(1)) > 60).sum()  # the plots' lines and bands
+    assert coloured > 5000, coloured
+
+
+def study_rows(db: Path) -> list:
+    import optuna
+
+    return optuna.load_study(study_name="t", storage=f"sqlite:///{db}").trials
+
+
+def test_optuna_maximizes_accuracy_and_resumes_from_sqlite(tmp_path, monkeypatch):
+    import optuna
+
+    monkeypatch.chdir(tmp_path)
+    common = ["-m", "hparams_search=optuna", "hydra.sweeper.study_name=t", f"hydra.sweeper.storage=sqlite:///{tmp_path}/t.db",
+              "checkpoint.monitor=val/acc", "hydra.sweeper.pruner=none", *TINY, "trainer.max_epochs=1"]
+    assert main(["train", *common, "hydra.sweeper.n_trials=3"]) == 0
+    study = optuna.load_study(study_name="t", storage=f"sqlite:///{tmp_path}/t.db")
+    assert study.direction == optuna.study.StudyDirection.MAXIMIZE  # accuracy: higher is better
+    values = [t.value for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(values) == 3 and study.best_value == max(values)
+    accs = [json.loads(p.read_text())["metrics"]["best"]["value"] for p in (tmp_path / "multirun").rglob("summary.json")]
+    assert sorted(accs) == sorted(values)  # the values told are the runs' own
+    assert set(study.best_params) == {"optim.lr", "optim.warmup_steps", "model.dropout", "model.d_model"}
+    # the same command with more trials continues the study from its SQLite file
+    assert main(["train", *common, "hydra.sweeper.n_trials=4"]) == 0
+    assert len(optuna.load_study(study_name="t", storage=f"sqlite:///{tmp_path}/t.db").trials) == 4
+    results = json.loads(next((tmp_path / "multirun").rglob("optuna_results.json")).read_text())
+    assert results["direction"] == "maximize" and results["complete"] >= 3
+
+
+def test_a_trial_the_pruner_stops_is_recorded_as_pruned(tmp_path):
+    import optuna
+
+    from attnexp.api import train
+    from attnexp.config import TrialRef
+    from attnexp.training.guards import OptunaPruning
+    from helpers.runs import run_of
+
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    study = optuna.create_study(study_name="s", storage=storage)
+    for _ in range(3):  # finished trials far better than any first epoch of this run
+        done = study.ask()
+        done.report(0.01, step=0)
+        study.tell(done, 0.01)
+    trial = study.ask()  # the job opens this one from the storage, as a job in another process would
+    ref = TrialRef(storage, "s", trial.number, "median", n_startup_trials=0, n_warmup_steps=0)
+    s = train(run_of(TINY, tmp_path / "run"), callbacks=[OptunaPruning(ref, "val/loss")])
+    assert s["status"] == "pruned" and "pruned by Optuna after epoch 0" in s["error"]
+    assert optuna.load_study(study_name="s", storage=storage).trials[trial.number].intermediate_values.keys() == {0}
+
+
+def test_a_wandb_sweep_makes_one_finished_run_per_job_in_one_group(tmp_path, monkeypatch):
+    from helpers import wandb_log
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    assert main(["train", "-m", "attention=causal,alibi", *TINY, "logger=wandb"]) == 0
+    logs = sorted((tmp_path / "multirun").rglob("run-*.wandb"))
+    assert len(logs) == 2
+    runs = [wandb_log.summary(p) for p in logs]
+    sweep = next((tmp_path / "multirun").glob("*/*"))
+    assert {r["group"] for r in runs} == {f"{sweep.parent.name}/{sweep.name}"}
+    assert all(r["exit_code"] == 0 and r["job_type"] == "attention" for r in runs)
+    assert sorted(t for r in runs for t in r["tags"] if t.startswith("attention=")) == ["attention=alibi", "attention=causal"]
+    assert sorted(r["config"]["attention"]["name"] for r in runs) == ["alibi", "mha"]  # each its own config
+    assert all("val/loss" in r["history"] for r in runs)
+
+
+def test_the_wandb_sweep_definition_drives_the_cli():
+    import yaml
+
+    spec = yaml.safe_load((REPO / "scripts" / "wandb_sweep.yaml").read_text())
+    assert spec["command"][:4] == ["${env}", "python", "-m", "attnexp"] and "${args_no_hyphens}" in spec["command"]
+    assert spec["metric"]["name"] == "val/loss" and spec["metric"]["goal"] == "minimize"
+    # the overrides an agent would pass are valid attnexp overrides
+    from attnexp.launch.overrides import precheck
+
+    params = {k: (v["values"][0] if "values" in v else v.get("min")) for k, v in spec["parameters"].items()}
+    assert precheck([f"{k}={v}" for k, v in params.items()] + ["trainer.max_epochs=1"], multirun=False) is None
+
+
+@pytest.mark.parametrize("preset", options("debug"))
+def test_debug_presets_run(preset, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    extra = {"overfit": ["trainer.max_epochs=2", "data.n_sentences=300"]}.get(preset, ["data.n_sentences=300"])
+    assert main(["train", f"debug={preset}", *extra, f"hydra.run.dir={tmp_path / 'run'}"]) == 0
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "completed"
+
+
+from helpers.runs import REPO  # noqa: E402
+
+
+def cli(args: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run([sys.executable, "-m", "attnexp", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.mark.parametrize("bucket", [False, True])
+def test_each_ddp_rank_trains_on_its_own_equal_share_and_validates_each_example_once(bucket, monkeypatch):
+    from attnexp.data.base import EpochBatches
+
+    lengths = [3 + i % 7 for i in range(203)]
+    train, val = {}, {}
+    for rank in (0, 1):
+        monkeypatch.setattr(EpochBatches, "_world", staticmethod(lambda rank=rank: (rank, 2)))
+        t = EpochBatches(lengths, 16, shuffle=True, seed=0, bucket=bucket)
+        v = EpochBatches(lengths, 16, shuffle=False, seed=0, bucket=bucket)
+        train[rank], val[rank] = t.batches(), v.batches()
+        assert len(train[rank]) == len(t) and len(val[rank]) == len(v)
+    assert len(train[0]) == len(train[1]) == 7  # 13 batches of 16 over 2 ranks, one repeated
+    assert {tuple(b) for b in train[0]}.isdisjoint({tuple(b) for b in train[1][:-1]})
+    assert sorted(i for r in val for b in val[r] for i in b) == list(range(203))
+
+
+@pytest.mark.slow
+def test_ddp_on_two_cpu_processes_reduces_metrics_and_writes_once(tmp_path):
+    import torch
+
+    from attnexp.data import build_datamodule
+    from attnexp.model import lm_loss
+    from attnexp.training.module import AttnexpModule
+    from helpers.runs import run_of
+
+    run_dir = tmp_path / "run"
+    ov = ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", "trainer.max_epochs=2", "data.n_sentences=400",
+          "logger=none", "maps.n_examples=2"]
+    r = cli(["train", *ov, f"hydra.run.dir={run_dir}"], tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["status"] == "completed" and len(s["metrics"]["history"]) == 2
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["best-epoch01.ckpt", "last.ckpt"]
+    assert sorted(p.name for p in (run_dir / "maps").glob("*.npz")) == ["epoch000.npz", "epoch001.npz"]
+    logs = {p.name: p.read_text() for p in run_dir.glob("*.log")}
+    probes = {name: text.count("attention maps of epoch") for name, text in logs.items()}
+    assert sorted(probes.values()) == [0, 2], probes  # the probe ran on rank 0 only, once an epoch
+    # the logged validation loss is the loss over the whole validation split, not one rank's shard
+    run = run_of([o for o in ov if not o.startswith("trainer")])
+    dm = build_datamodule(run.data, run.task, causal=run.attention.causal, seed=run.seed)
+    dm.setup()
+    model = AttnexpModule.load_from_checkpoint(run_dir / "checkpoints" / "last.ckpt").model.eval()
+    total = n = 0
+    with torch.no_grad():
+        for b in dm.val_dataloader():
+            targets = (b["labels"] != -100).sum().item()
+            total += lm_loss(model(b["input_ids"], b["pad_mask"]).logits, b["labels"]).item() * targets
+            n += targets
+    assert s["metrics"]["history"][-1]["val/loss"] == pytest.approx(total / n, rel=1e-4)
+
+
+@pytest.mark.slow
+def test_submitit_local_runs_two_jobs_side_by_side(tmp_path):
+    r = cli(["train", "-m", "hydra/launcher=local_parallel", "seed=0,1", *TINY], tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    sweep = next((tmp_path / "multirun").glob("*/*"))
+    summaries = [json.loads(p.read_text()) for p in sweep.glob("*/summary.json")]
+    assert sorted(s["seed"] for s in summaries) == [0, 1] and {s["status"] for s in summaries} == {"completed"}
+    assert len({s["pid"] for s in summaries}) == 2  # each in its own process
+    assert all(s["device"].endswith(f"{max(1, (os.cpu_count() or 2) // 2)} threads)") for s in summaries), summaries
+    assert (sweep / "results.md").is_file()

@@ -1,0 +1,195 @@
+"""Every registered variant, on every backend it declares, through the same property tests.
+A newly registered variant is covered the moment it is registered."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnexp import attention
+from attnexp.config import ConfigError, ModelConfig
+from helpers.variants import B, D, H, T, build, cases, cfg, output_from_weights, pad_valid, spec
+
+MASKS = ["causal", "bidirectional"]
+CUDA = torch.cuda.is_available()
+
+
+def run(mod, x, mask, valid=None, need_weights=False):
+    # FlexAttention has no backward on CPU: its forward runs under no_grad there.
+    grad_ok = not (mod.backend == "flex" and x.device.type == "cpu")
+    with torch.set_grad_enabled(grad_ok and torch.is_grad_enabled()):
+        return mod(x, spec(mod, mask, valid), need_weights=need_weights)
+
+
+def tol(backend):
+    """eager against eager is the same computation: equal to the bit; a fused kernel sums in another order."""
+    return dict(atol=0, rtol=0) if backend == "eager" else dict(atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name,backend", cases())
+@pytest.mark.parametrize("mask", MASKS)
+def test_shapes_and_weights_are_what_rows_says(name, backend, mask):
+    """Each variant declares what a row of its weights sums to (`rows`); the weights must be that."""
+    mod = build(name, backend, mask)
+    x = torch.randn(B, T, D)
+    y, w = run(mod, x, mask, pad_valid(), need_weights=True)
+    heads = 1 if name in ("dot_product", "single_head") else H
+    assert y.shape == (B, T, D) and w.shape == (B, heads, T, T)
+    assert torch.isfinite(y).all() and torch.isfinite(w).all()
+    sums = w.sum(-1)
+    rows = attention.get(name).rows
+    assert rows in ("1", "at most 1", "any (>= 0)", "signed")
+    if rows != "signed":
+        assert (w >= 0).all()
+    if rows == "1":
+        torch.testing.assert_close(sums, torch.ones(B, heads, T), atol=1e-5, rtol=0)
+    if rows == "at most 1":
+        assert (sums <= 1 + 1e-5).all() and (sums < 1 - 1e-3).any(), "rows should sum to at most 1, some below"
+    allowed = spec(mod, mask, pad_valid()).allowed(T, x.device)
+    real_rows = pad_valid()[:, None, :, None]
+    assert (w * (~allowed) * real_rows).abs().max() == 0, "weight on a key the mask forbids"
+    y_fast, none = run(mod, x, mask, pad_valid())
+    assert none is None
+    torch.testing.assert_close(y_fast[pad_valid()], y[pad_valid()], **tol(backend))
+
+
+@pytest.mark.parametrize("name,backend", cases())
+@pytest.mark.parametrize("mask", MASKS)
+def test_padding_a_batch_changes_no_output(name, backend, mask):
+    """A sequence gives the same outputs alone as in a batch padded to a longer length."""
+    mod = build(name, backend, mask)
+    x = torch.randn(B, T, D)
+    n = 7
+    alone, _ = run(mod, x[:, :n].contiguous(), mask)
+    valid = torch.arange(T)[None, :] < torch.full((B, 1), n)
+    padded, _ = run(mod, x, mask, valid)
+    torch.testing.assert_close(padded[:, :n], alone, atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name,backend", [c for c in cases() if c[1] != "flex"])
+def test_gradients_reach_every_parameter(name, backend):
+    mod = build(name, backend, "causal").train()
+    x = torch.randn(B, T, D, requires_grad=True)
+    y, _ = run(mod, x, "causal", pad_valid())
+    (y[pad_valid()] ** 2).sum().backward()
+    assert x.grad is not None and x.grad.abs().sum() > 0
+    scale = max((p.grad.abs().max() for p in mod.parameters()), default=0.0)  # dot_product has none
+    for pname, p in mod.named_parameters():
+        assert p.grad is not None, f"no gradient reaches {pname}"
+        if softmax_shift_invariant(name, pname):
+            # q·(k + b) adds the same q·b to every score of a row; softmax ignores it, so the
+            # true gradient of a key bias is exactly 0 and only rounding noise may show up.
+            assert p.grad.abs().max() < 1e-5 * scale, f"{pname} should get no gradient"
+        else:
+            assert p.grad.abs().max() > 1e-4 * scale, f"no gradient reaches {pname}"
+
+
+def softmax_shift_invariant(variant: str, pname: str) -> bool:
+    return attention.get(variant).softmax and pname.endswith("k.bias")
+
+
+@pytest.mark.parametrize("name,backend", cases())
+def test_no_causal_leak(name, backend):
+    mod = build(name, backend, "causal")
+    x = torch.randn(B, T, D)
+    y0, _ = run(mod, x, "causal")
+    for t in (0, 4, T - 2):
+        x2 = x.clone()
+        x2[:, t + 1:] = torch.randn(B, T - t - 1, D) * 3
+        y1, _ = run(mod, x2, "causal")
+        torch.testing.assert_close(y1[:, : t + 1], y0[:, : t + 1], atol=1e-6, rtol=0)
+        assert not torch.allclose(y1[:, t + 1:], y0[:, t + 1:]), "later positions should change"
+
+
+@pytest.mark.parametrize("name,backend", cases())
+@pytest.mark.parametrize("mask", MASKS)
+def test_no_padding_leak(name, backend, mask):
+    mod = build(name, backend, mask)
+    valid = pad_valid()
+    x = torch.randn(B, T, D)
+    x2 = torch.where(valid[..., None], x, torch.randn(B, T, D) * 5)
+    y0, _ = run(mod, x, mask, valid)
+    y1, _ = run(mod, x2, mask, valid)
+    torch.testing.assert_close(y1[valid], y0[valid], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("name,backend", [c for c in cases() if c[1] != "eager"])
+@pytest.mark.parametrize("mask", MASKS)
+def test_fast_backend_matches_eager(name, backend, mask):
+    eager, fast = build(name, "eager", mask), build(name, backend, mask)
+    valid = pad_valid()
+    x = torch.randn(B, T, D)
+    y_e, _ = run(eager, x, mask, valid)
+    y_f, _ = run(fast, x, mask, valid)
+    torch.testing.assert_close(y_f[valid], y_e[valid], **tol(backend))
+    if backend == "flex":
+        return  # gradients: test_flex_gradients_match_eager_on_cuda
+    xs = [x.clone().requires_grad_(True) for _ in range(2)]
+    for mod, xi in zip((eager, fast), xs):
+        (run(mod, xi, mask, valid)[0][valid] ** 2).sum().backward()
+    torch.testing.assert_close(xs[1].grad, xs[0].grad, atol=1e-5 * xs[0].grad.abs().max(), rtol=1e-4)
+    scale = max((p.grad.abs().max() for p in eager.parameters()), default=0.0)
+    for (n, pe), (_, pf) in zip(eager.named_parameters(), fast.named_parameters()):
+        torch.testing.assert_close(pf.grad, pe.grad, atol=1e-5 * scale, rtol=1e-4, msg=f"grad of {n}")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="FlexAttention trains only on CUDA")
+@pytest.mark.parametrize("name", [n for n, c in attention.registered().items() if "flex" in c.backends])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_flex_gradients_match_eager_on_cuda(name, dtype):
+    eager, fast = (build(name, b, "causal").cuda().to(dtype) for b in ("eager", "flex"))
+    x = torch.randn(B, 128, D, device="cuda", dtype=dtype)
+    valid = torch.arange(128, device="cuda")[None] < torch.tensor([128, 90, 40], device="cuda")[:, None]
+    tol = dict(atol=2e-2, rtol=2e-2) if dtype == torch.bfloat16 else dict(atol=1e-4, rtol=1e-4)
+    grads = []
+    for mod in (eager, fast):
+        xi = x.clone().requires_grad_(True)
+        (run(mod, xi, "causal", valid)[0][valid].float() ** 2).sum().backward()
+        grads.append(xi.grad.float())
+    torch.testing.assert_close(grads[1], grads[0], **tol)
+
+
+@pytest.mark.parametrize("name,backend", cases())
+@pytest.mark.parametrize("mask", MASKS)
+def test_returned_weights_are_the_ones_used(name, backend, mask):
+    """output == weights @ V through the variant's own projections: the maps are not a re-computation."""
+    mod = build(name, backend, mask)
+    x = torch.randn(B, T, D)
+    y, w = run(mod, x, mask, pad_valid(), need_weights=True)
+    with torch.no_grad():
+        torch.testing.assert_close(output_from_weights(mod, x, w), y, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", list(attention.registered()))
+def test_mask_override_changes_behaviour(name):
+    """attention.mask overrides every variant's default: bidirectional lets position 0 see the end."""
+    x = torch.randn(B, T, D)
+    x2 = x.clone()
+    x2[:, -1] += 3
+    for mask, should_change in (("causal", False), ("bidirectional", name != "sliding_window")):
+        mod = build(name, "eager", mask)
+        changed = not torch.allclose(run(mod, x, mask)[0][:, 0], run(mod, x2, mask)[0][:, 0])
+        assert changed == should_change, (mask, changed)
+
+
+def test_impossible_combinations_list_what_is_possible():
+    m = ModelConfig(d_model=D, n_heads=H)
+    with pytest.raises(ConfigError, match="not available for torch_mha; it runs on: eager, sdpa"):
+        attention.validate(cfg("torch_mha", "flex"), m)
+    with pytest.raises(ConfigError, match="not available for linear; it runs on: eager, linear"):
+        attention.validate(cfg("linear", "sdpa"), m)
+    with pytest.raises(ConfigError, match="choose one of: " + ", ".join(sorted(attention.registered()))):
+        attention.validate(cfg("mha").__class__(name="nope"), m)
+    with pytest.raises(ConfigError, match="flex has no attention dropout"):
+        attention.validate(cfg("mha", "flex", dropout=0.1), m, training_on_cpu=False)
+
+
+def test_variants_command_prints_the_matrix(capsys):
+    from attnexp.cli import main
+
+    assert main(["variants"]) == 0
+    out = capsys.readouterr().out
+    for name, c in attention.registered().items():
+        row = next(line for line in out.splitlines() if line.startswith(name + " "))
+        assert ", ".join(c.backends) in row

@@ -1,0 +1,57 @@
+"""Synthetic tasks: the layouts and their required attention, and short runs that solve them."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from attnexp.api import load_run, train
+from attnexp.data.collate import IGNORE
+from attnexp.data.synthetic import example
+from attnexp.data.vocab import MASK, SEP, WORD_SPECIALS
+from helpers.runs import compose_cfg
+
+KINDS = ["copy", "reverse", "sort", "recall", "induction"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("causal", [True, False])
+def test_each_answer_is_the_token_at_its_aligned_source(kind, causal):
+    rng = random.Random(0)
+    for _ in range(50):
+        e = example(kind, 6, 12, rng, causal)
+        ids, labels = e["input_ids"], e["labels"]
+        targets = [(i, y) for i, y in enumerate(labels) if y != IGNORE]
+        assert len(targets) == len(e["align"]) > 0
+        for (pos, y), (q, k) in zip(targets, e["align"]):
+            assert q == pos and k < q and ids[k] == y  # the source holds the answer, in the past
+            assert ids[q] == MASK if not causal else ids[q + 1] == y
+        assert all(t >= len(WORD_SPECIALS) or t in (SEP, MASK) or i in (0, len(ids) - 1) for i, t in enumerate(ids))
+
+
+def test_sort_targets_are_sorted():
+    e = example("sort", 8, 16, random.Random(3), causal=True)
+    ys = [y for y in e["labels"] if y != IGNORE]
+    assert ys == sorted(ys)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["copy", "reverse"])
+def test_two_layer_model_solves_copy_and_reverse_with_the_expected_heads(kind, tmp_path):
+    cfg = compose_cfg([f"experiment={kind}", "trainer.max_epochs=4", "data.n_train=3000", "logger=none",
+                       "trainer.enable_progress_bar=false", "maps.n_examples=8", "test=false"], tmp_path)
+    s = train(load_run(cfg))
+    assert s["metrics"]["final"]["val/acc"] > 0.98, s["metrics"]["history"]
+    assert s["attention_maps"]["alignment"]["best"] > 0.6, s["attention_maps"]
+
+
+def test_bad_synthetic_settings_are_config_errors():
+    from attnexp.config import ConfigError
+
+    with pytest.raises(ConfigError, match="needs 43 tokens; raise data.max_len=32"):
+        load_run(compose_cfg(["data=synthetic", "data.length=20", "data.max_len=32"]))
+    with pytest.raises(ConfigError, match="draws 20 distinct symbols"):
+        load_run(compose_cfg(["data=synthetic", "data.kind=recall", "data.length=20", "data.n_symbols=10"]))
+    with pytest.raises(ConfigError, match="is not one of: copy, reverse"):
+        load_run(compose_cfg(["data=synthetic", "data.kind=rotate"]))

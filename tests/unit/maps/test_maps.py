@@ -1,0 +1,145 @@
+"""Attention maps: the probe pass, statistics, the callback's outputs on disk and in the loggers,
+the HTML viewer in a real browser, and `attnexp maps`."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+import pytest
+import torch
+
+from attnexp import attention
+from attnexp.api import load_run, train
+from attnexp.config import AttentionConfig, ModelConfig
+from attnexp.maps import stats
+from attnexp.model import Transformer
+from helpers.runs import compose_cfg
+from helpers.variants import EXTRA
+
+QUICK = ["trainer.enable_progress_bar=false", "data.n_sentences=400", "trainer.max_epochs=2", "maps.n_examples=2"]
+
+
+@pytest.mark.parametrize("name", list(attention.registered()))
+def test_probe_path_gives_the_same_outputs_as_the_training_path(name):
+    """Training may run on SDPA/flash/flex; the probe takes the eager path of the same modules."""
+    c = attention.get(name)
+    fast = [b for b in c.backends if b != "eager"][0] if len(c.backends) > 1 else "eager"
+    extra = EXTRA.get(name, {})
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(d_model=32, n_heads=4), AttentionConfig(name=name, backend=fast, **extra), 40).eval()
+    ids = torch.randint(6, 40, (3, 11))
+    pad = torch.arange(11)[None] < torch.tensor([11, 8, 5])[:, None]
+    with torch.no_grad():
+        fast_out = model(ids, pad).logits
+        probe_out = model(ids, pad, need_weights=True)
+    torch.testing.assert_close(probe_out.logits[pad], fast_out[pad], atol=1e-5, rtol=1e-5)
+    assert len(probe_out.attn) == 2 and probe_out.attn[0].shape[-1] == 11
+
+
+def test_statistics_on_known_maps():
+    T, lengths = 4, [4, 3]
+    uniform = np.zeros((1, 2, 2, T, T))
+    for b, n in enumerate(lengths):
+        uniform[0, b, :, :n, :n] = 1.0 / n
+    s = stats.head_stats(uniform, lengths)
+    want_entropy = (4 * np.log(4) + 3 * np.log(3)) / 7  # mean over the 7 real query rows
+    np.testing.assert_allclose(s["entropy"], want_entropy, rtol=1e-6)
+    np.testing.assert_allclose(s["head_diversity"], 0, atol=1e-9)  # identical heads
+    first = np.zeros((1, 1, 2, T, T))
+    first[..., 0] = 1.0  # every query on the first token
+    s = stats.head_stats(first, [T])
+    np.testing.assert_allclose(s["first_token"], 1.0)
+    np.testing.assert_allclose(s["distance"], np.mean(np.arange(T)))
+    prev = np.zeros((1, 1, 2, T, T))
+    prev[0, 0, 0] = np.eye(T)  # head 0: itself; head 1: the first token
+    prev[0, 0, 1, :, 0] = 1.0
+    assert stats.head_stats(prev, [T])["head_diversity"][0, 0] > 0.3
+    assert stats.alignment(prev, [[(2, 2), (3, 3)]])[0].tolist() == [1.0, 0.0]
+
+
+def test_callback_writes_maps_and_logs_them(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    cfg = compose_cfg([*QUICK, "logger=tensorboard"], tmp_path)
+    s = train(load_run(cfg))
+    maps = tmp_path / "maps"
+    for epoch in range(2):
+        d = np.load(maps / f"epoch{epoch:03d}.npz", allow_pickle=False)  # plain arrays: safe to load from anyone
+        L, B, H = d["weights"].shape[:3]
+        assert (L, B, H) == (2, 2, 4) and d["tokens"].shape == (2, d["weights"].shape[-1])
+        assert d["tokens"][0][d["lengths"][0] - 1] == "[EOS]" and (d["tokens"][0][d["lengths"][0]:] == "").all()
+        assert d["tokens"][0][0] == "[BOS]" and d["stat_entropy"].shape == (2, 4)
+        assert (maps / f"epoch{epoch:03d}_ex1.png").is_file()
+    assert (maps / "evolution_ex0.gif").is_file() and (maps / "viewer.html").is_file()
+    from PIL import Image
+
+    assert Image.open(maps / "evolution_ex0.gif").n_frames == 2
+    ev = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"images": 0, "scalars": 0}).Reload()
+    assert "attention_maps/example0" in ev.Tags()["images"]
+    # on the steps of the epochs' validation metrics (Lightning's logging step: one less than global_step)
+    assert [e.step for e in ev.Images("attention_maps/example0")] == [e.step for e in ev.Scalars("val/loss")]
+    assert [e.step for e in ev.Scalars("val/loss")] == [s["metrics"]["history"][i]["step"] - 1 for i in range(2)]
+    for tag in ("attn/L0H0/entropy", "attn/L1H3/distance", "attn/L0H2/first_token", "attn/L1/head_diversity"):
+        assert tag in ev.Tags()["scalars"], tag
+
+
+def test_maps_from_given_texts_and_the_maps_command(tmp_path, capsys):
+    texts = '["the dogs near the cat run .","a king sleeps"]'
+    cfg = compose_cfg([*QUICK, "logger=none", f"maps.texts={texts}", "trainer.max_epochs=1"], tmp_path)
+    s = train(load_run(cfg))
+    d = np.load(tmp_path / "maps" / "epoch000.npz", allow_pickle=False)
+    assert list(d["tokens"][1][: d["lengths"][1]]) == ["[BOS]", "a", "king", "sleeps", "[EOS]"]
+    from attnexp.cli import main
+
+    out = tmp_path / "custom"
+    assert main(["maps", f"ckpt={s['checkpoints']['last']}", "text=every cat sings .", f"out={out}"]) == 0
+    m = np.load(out / "maps.npz", allow_pickle=False)
+    assert list(m["tokens"][0]) == ["[BOS]", "every", "cat", "sings", ".", "[EOS]"]
+    assert m["weights"].shape == (2, 1, 4, 6, 6) and (out / "maps_ex0.png").is_file() and (out / "viewer.html").is_file()
+    assert main(["maps", "ckpt=/nope.ckpt", "text=x"]) == 2
+    assert "no such checkpoint file" in capsys.readouterr().err
+
+
+def test_wandb_offline_gets_images_and_a_table(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    cfg = compose_cfg([*QUICK, "logger=wandb", "trainer.max_epochs=1"], tmp_path)
+    train(load_run(cfg))
+    runs = list((tmp_path / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1
+    root = runs[0] / "files" / "media"
+    media = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()]
+    assert any(n.startswith("images/attention_maps/example0") and n.endswith(".png") for n in media), media
+    assert any(n.startswith("table/attention_head_stats") and n.endswith(".table.json") for n in media), media
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium); .ci/run installs it")
+def test_viewer_renders_in_headless_chromium(tmp_path):
+    from attnexp.maps.html import write_viewer
+
+    w = np.zeros((2, 1, 2, 5, 5), dtype=np.float32)
+    w[..., np.arange(5), np.arange(5)] = 1.0
+    write_viewer(tmp_path / "viewer.html", [(0, w), (1, w)], [["[BOS]", "a", "b", "c", "[EOS]"]], 64, title="t")
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={tempfile.mkdtemp()}", "--window-size=900,900",
+             "--virtual-time-budget=10000"]  # the page inflates its data asynchronously before drawing
+    url = (tmp_path / "viewer.html").as_uri()
+    dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+    assert 'data-rendered="yes"' in dom and "5 tokens" in dom, dom[-500:]
+    shot = tmp_path / "shot.png"
+    subprocess.run([CHROMIUM, *flags, f"--screenshot={shot}", url], capture_output=True, timeout=120)
+    from PIL import Image
+
+    px = np.asarray(Image.open(shot).convert("RGB")).reshape(-1, 3)
+    yellow = ((px[:, 0] > 200) & (px[:, 1] > 200) & (px[:, 2] < 90)).sum()  # viridis(1.0): the diagonal
+    purple = ((px[:, 0] < 90) & (px[:, 1] < 30) & (px[:, 2] > 60)).sum()  # viridis(0.0): the rest
+    assert yellow > 500 and purple > 2000, (yellow, purple)

@@ -1,0 +1,168 @@
+"""Pretrained BERT and GPT-2 weights in attnexp's Transformer: the same hidden states and the same
+attention weights in every layer as Hugging Face's own models (fp32, 1e-5), with and without
+padding; tiny models built locally (tests/hf_tiny.py), nothing downloaded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from attnexp.config import AttentionConfig, ConfigError, ModelConfig  # noqa: E402
+from attnexp.model import Transformer  # noqa: E402
+from attnexp.model import pretrained as hf  # noqa: E402
+from helpers.hf_tiny import tiny_bert, tiny_gpt2  # noqa: E402
+from helpers.runs import SHARED
+
+close = dict(atol=1e-5, rtol=1e-5)
+
+
+@pytest.fixture(scope="session")
+def bert_dir(tmp_path_factory):
+    return tiny_bert(tmp_path_factory.mktemp("hf") / "bert")
+
+
+@pytest.fixture(scope="session")
+def gpt2_dir(tmp_path_factory):
+    return tiny_gpt2(tmp_path_factory.mktemp("hf") / "gpt2")
+
+
+def ours(path, backend="sdpa"):
+    m, a = hf.configs(str(path), ModelConfig(), AttentionConfig(backend=backend))
+    vocab = hf.hf_config(str(path)).vocab_size
+    model = Transformer(m, a, vocab)
+    hf.load_into(model, str(path))
+    return model.eval()
+
+
+def theirs(path):
+    from transformers import AutoModel
+
+    return AutoModel.from_pretrained(path, attn_implementation="eager").eval()
+
+
+def batch(vocab, padded):
+    torch.manual_seed(1)
+    ids = torch.randint(5, vocab, (3, 20))
+    mask = torch.ones(3, 20, dtype=torch.bool)
+    if padded:
+        mask[1, 13:] = False
+        mask[2, 6:] = False
+        ids[~mask] = 0
+    return ids, mask
+
+
+@pytest.mark.parametrize("padded", [False, True])
+@pytest.mark.parametrize("kind", ["bert", "gpt2"])
+@pytest.mark.parametrize("backend", ["eager", "sdpa"])
+def test_import_gives_the_same_hidden_states_and_attention(kind, padded, backend, bert_dir, gpt2_dir):
+    path = bert_dir if kind == "bert" else gpt2_dir
+    model, ref = ours(path, backend), theirs(path)
+    ids, mask = batch(ref.config.vocab_size, padded)
+    types = torch.zeros_like(ids)
+    if kind == "bert":
+        types[:, 10:] = 1  # a sentence pair: segment B from position 10
+    with torch.no_grad():
+        kw = {"token_type_ids": types} if kind == "bert" else {}
+        r = ref(input_ids=ids, attention_mask=mask.long(), output_attentions=True, **kw)
+        fast = model(ids, mask if padded else None, token_type_ids_BT=types if kind == "bert" else None)
+        probe = model(ids, mask if padded else None, need_weights=True, token_type_ids_BT=types if kind == "bert" else None)
+    # our final hidden state is after ln_f (GPT-2's last_hidden_state is too; BERT's post-norm ends normed)
+    torch.testing.assert_close(fast.hidden_BTD[mask], r.last_hidden_state[mask], **close)
+    torch.testing.assert_close(probe.hidden_BTD[mask], r.last_hidden_state[mask], **close)
+    assert len(probe.attn) == len(r.attentions) == 2
+    for w, w_ref in zip(probe.attn, r.attentions):  # every layer, every head, the real query rows
+        torch.testing.assert_close(w.transpose(1, 2)[mask], w_ref.transpose(1, 2)[mask], **close)
+
+
+def test_gpt2_lm_head_is_the_tied_embedding(gpt2_dir):
+    from transformers import GPT2LMHeadModel
+
+    model, ref = ours(gpt2_dir), GPT2LMHeadModel.from_pretrained(gpt2_dir).eval()
+    ids, _ = batch(ref.config.vocab_size, False)
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids).logits, ref(ids).logits, **close)
+
+
+def test_what_is_not_mapped_is_one_clear_line(tmp_path, bert_dir):
+    from transformers import DistilBertConfig, DistilBertModel
+
+    DistilBertModel(DistilBertConfig(vocab_size=50, dim=16, n_layers=1, n_heads=2, hidden_dim=32)).save_pretrained(tmp_path / "d")
+    with pytest.raises(ConfigError, match="is a 'distilbert' model; attnexp maps BERT-family encoders"):
+        hf.configs(str(tmp_path / "d"), ModelConfig(), AttentionConfig())
+    with pytest.raises(ConfigError, match="not attention=alibi"):
+        hf.configs(str(bert_dir), ModelConfig(), AttentionConfig(name="alibi"))
+    with pytest.raises(ConfigError, match="download it where you are online .* give hf:DIR"):
+        hf.configs("no-such-org/no-such-model", ModelConfig(), AttentionConfig())
+
+
+def test_maps_of_a_pretrained_model_with_a_sentence_pair_and_bertviz(bert_dir, tmp_path, capsys):
+    import numpy as np
+
+    from attnexp.cli.maps import maps_cli
+
+    out = tmp_path / "m"
+    assert maps_cli([f"hf={bert_dir}", "text=the cat sat on the mat", "text_pair=a dog chased the cat",
+                     f"out={out}", "bertviz=true"]) == 0
+    names = {p.name for p in out.iterdir()}
+    assert {"maps.npz", "maps_ex0.png", "viewer.html", "bertviz_head_view_ex0.html", "bertviz_model_view_ex0.html"} <= names
+    with np.load(out / "maps.npz") as z:
+        tokens = [t for t in z["tokens"][0] if t]
+        assert tokens[0] == "[CLS]" and tokens.count("[SEP]") == 2 and z["weights"].shape[:3] == (2, 1, 4)
+        np.testing.assert_allclose(z["stat_row_mass"], 1, atol=1e-3)
+    # the maps are the imported model's: the same as Hugging Face's output_attentions on that input
+    from transformers import AutoModel, AutoTokenizer
+
+    tok, ref = AutoTokenizer.from_pretrained(bert_dir), AutoModel.from_pretrained(bert_dir, attn_implementation="eager").eval()
+    enc = tok("the cat sat on the mat", "a dog chased the cat", return_tensors="pt")
+    with torch.no_grad():
+        att = ref(**enc, output_attentions=True).attentions
+    with np.load(out / "maps.npz") as z:
+        np.testing.assert_allclose(z["weights"][1, 0].astype(np.float32), att[1][0].numpy(), atol=1e-3)  # fp16 in the npz
+    with pytest.raises(SystemExit):
+        maps_cli(["--help"])
+    assert maps_cli([f"hf={bert_dir}", f"ckpt={tmp_path}", "text=x"]) == 2
+    assert "one of them" in capsys.readouterr().err
+
+
+def test_bertviz_pages_draw_offline_in_headless_chromium(bert_dir, tmp_path):
+    import shutil
+    import subprocess
+    import tempfile
+
+    from attnexp.cli.maps import maps_cli
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("needs Debian's chromium (apt-get install chromium); .ci/run installs it")
+    out = tmp_path / "m"
+    assert maps_cli([f"hf={bert_dir}", "text=the keys to the cabinet", f"out={out}", "bertviz=true"]) == 0
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+             f"--user-data-dir={tempfile.mkdtemp()}", "--virtual-time-budget=5000"]
+    for view in ("head", "model"):
+        dom = subprocess.run([chromium, *flags, "--dump-dom", (out / f"bertviz_{view}_view_ex0.html").as_uri()],
+                             capture_output=True, text=True, timeout=120).stdout
+        assert "cdnjs" not in dom.split("<body>")[0]  # nothing fetched from a CDN
+        assert "<svg" in dom and "cabinet" in dom.split("<svg", 1)[1], f"bertviz did not draw its {view} view: {dom[-400:]}"
+
+
+@pytest.mark.skipif(not (SHARED / "data" / "20newsgroups").is_dir(),
+                    reason="needs ../shared/data/20newsgroups")
+def test_newsgroups_bert_fine_tunes_the_imported_encoder(bert_dir, tmp_path):
+    from attnexp.api import load_run, train
+    from helpers.runs import compose_cfg
+
+    cfg = compose_cfg(["experiment=newsgroups_bert", f"model.init=hf:{bert_dir}", f"data.path={SHARED / 'data' / '20newsgroups'}",
+                       "data.max_len=128", "data.limit=200", "trainer.fast_dev_run=true", "logger=none",
+                       "trainer.enable_progress_bar=false", "maps.bertviz=true",
+                       f"data.cache_dir={tmp_path / 'cache'}"], tmp_path)
+    run = load_run(cfg)
+    assert (run.model.norm, run.model.d_model, run.attention.mask) == ("post", 32, "bidirectional")
+    assert run.data.tokenizer == str(bert_dir / "tokenizer.json")
+    s = train(run)
+    assert s["status"] == "completed" and s["steps"] == 1 and s["data"]["vocab_size"] == hf.hf_config(str(bert_dir)).vocab_size
+    maps = Path(s["attention_maps"]["dir"])
+    assert (maps / "viewer.html").exists() and (maps / "bertviz_head_view_ex0.html").exists()

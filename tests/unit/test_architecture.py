@@ -1,0 +1,120 @@
+"""The layout states the architecture, and these checks keep it so (README, Layout): each layer
+imports only the layers below it, no module imports itself round a cycle, no function needs
+scrolling, the visualisation and results packages never load Lightning, no hidden channel
+(an ATTNEXP_* environment variable) is read below the command line."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "attnexp"
+# Higher imports lower, never the reverse; packages of one rank do not import each other.
+LAYERS = {"config": 0, "attention": 1, "data": 1, "model": 2, "maps": 2, "results": 3, "training": 4, "launch": 5,
+          "api": 6, "cli": 7, "__main__": 8}
+MAX_FUNCTION_LINES = 60
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def imports(path: Path) -> set[str]:
+    """attnexp modules imported anywhere in the file (lazy imports too), except under TYPE_CHECKING."""
+    tree = ast.parse(path.read_text())
+    skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for n in ast.walk(node)}
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found |= {f"{node.module}.{a.name}" for a in node.names}
+    known = modules()
+    return {m for m in found if m in known and m.startswith("attnexp")}
+
+
+def layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def test_each_layer_imports_only_layers_below_it():
+    wrong = []
+    for name, path in modules().items():
+        mine = layer(name)
+        for dep in imports(path):
+            theirs = layer(dep)
+            if mine is None or theirs is None or theirs == mine or dep == "attnexp":
+                continue
+            if LAYERS[theirs] >= LAYERS[mine]:
+                wrong.append(f"{name} ({mine}) imports {dep} ({theirs})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_import_cycle():
+    graph = {name: {d for d in imports(path) if d != name} for name, path in modules().items()}
+    # a package __init__ that re-exports is not a cycle with its own submodules
+    graph = {n: {d for d in deps if not (n.startswith(d + ".") or d.startswith(n + "."))} for n, deps in graph.items()}
+    state, stack, cycles = {}, [], []
+
+    def visit(n):
+        state[n] = "open"
+        stack.append(n)
+        for d in graph.get(n, ()):
+            if state.get(d) == "open":
+                cycles.append(" -> ".join(stack[stack.index(d):] + [d]))
+            elif d not in state:
+                visit(d)
+        stack.pop()
+        state[n] = "done"
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n)
+    assert not cycles, "\n".join(cycles)
+
+
+def test_at_most_three_modules_beside_the_subpackages():
+    flat = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(flat) <= 3, flat
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_function_needs_scrolling(path):
+    functions = [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    long = [f"{n.name}: {n.end_lineno - n.lineno + 1} lines" for n in functions
+            if n.end_lineno - n.lineno + 1 > MAX_FUNCTION_LINES]
+    assert not long, long
+
+
+@pytest.mark.parametrize("package", ["maps", "results"])
+def test_visualisation_and_results_never_import_lightning(package):
+    users = [str(p.relative_to(PACKAGE)) for p in (PACKAGE / package).rglob("*.py")
+             if any(isinstance(n, (ast.Import, ast.ImportFrom)) and "lightning" in ast.unparse(n)
+                    for n in ast.walk(ast.parse(p.read_text())))]
+    assert not users, users
+
+
+def test_no_attnexp_environment_variable_is_read_below_the_command_line():
+    readers = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+               if "ATTNEXP_" in p.read_text() and p.relative_to(PACKAGE).parts[0] not in ("cli", "__main__.py")]
+    assert not readers, readers
+
+
+def test_tests_import_no_helpers_from_conftest():
+    tests = Path(__file__).resolve().parents[1]
+    users = [str(p.relative_to(tests)) for p in tests.rglob("*.py")
+             if any(isinstance(n, (ast.Import, ast.ImportFrom)) and "conftest" in ast.unparse(n)
+                    for n in ast.walk(ast.parse(p.read_text())))]
+    assert not users, users

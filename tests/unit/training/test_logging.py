@@ -1,0 +1,64 @@
+"""What a user sees: maps that show structure on diffuse real-text attention, the block a run
+ends with, epoch lines instead of bar redraws in a log, TensorBoard's HPARAMS tab and step-aligned
+images, the full config in wandb, early stopping recorded, and the toy agreement task."""
+
+from __future__ import annotations
+
+import json
+
+from attnexp.api import train
+from attnexp.cli import main
+from helpers.runs import run_of
+
+QUICK = ["trainer.enable_progress_bar=false", "data.n_sentences=400", "trainer.max_epochs=2", "maps.n_examples=2"]
+
+
+def test_a_run_ends_with_a_block_and_tensorboard_gets_hparams_and_aligned_images(tmp_path, capsys):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run_dir = tmp_path / "run"
+    assert main(["train", *QUICK, "logger=tensorboard", f"hydra.run.dir={run_dir}"]) == 0
+    out = capsys.readouterr().out
+    s = json.loads((run_dir / "summary.json").read_text())
+    block = out[out.index("attnexp: run completed"):]
+    assert f"attnexp: run completed · {run_dir}" in block
+    best = s["metrics"]["best"]  # which epoch was best depends on float rounding (thread count), not on this test
+    epoch = int(best["checkpoint"].split("best-epoch")[1][:2])
+    assert f"best     val/loss {best['value']:.4f} at epoch {epoch} (checkpoints/best-epoch{epoch:02d}.ckpt)" in block
+    assert "test     test/acc" in block and "tokens/s" in block and "maps     maps/viewer.html" in block
+    # HPARAMS: an hparams record with the settings and the final metrics
+    records = []
+    for f in (run_dir / "tensorboard").glob("events.out.tfevents*"):
+        from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+        records += [v for e in EventFileLoader(str(f)).Load() for v in e.summary.value
+                    if v.metadata.plugin_data.plugin_name == "hparams"]
+    assert records, "no hparams records in the event files"
+    blob = b"".join(r.metadata.plugin_data.content for r in records)
+    for needle in (b"attention.name", b"model.d_model", b"optim.lr", b"seed", b"hp/val/loss", b"hp/test/acc"):
+        assert needle in blob, needle
+    # the maps land on the step of the epoch's validation metrics
+    ev = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"images": 0, "scalars": 0}).Reload()
+    assert [e.step for e in ev.Images("attention_maps/example0")] == [e.step for e in ev.Scalars("val/loss")]
+    hparams_yaml = (run_dir / "tensorboard" / "hparams.yaml").read_text()
+    assert "seed:" in hparams_yaml and "trainer:" in hparams_yaml and "data:" in hparams_yaml
+
+
+def test_wandb_run_config_holds_the_whole_config(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    from helpers import wandb_log
+
+    train(run_of([*QUICK, "logger=wandb", "trainer.max_epochs=1"], tmp_path))
+    run = wandb_log.summary(next((tmp_path / "wandb").glob("offline-run-*/run-*.wandb")))
+    for key in ("data", "trainer", "seed", "optim", "attention", "model", "maps"):
+        assert key in run["config"], key
+    assert run["config"]["data"]["name"] == "toy" and run["config"]["trainer"]["max_epochs"] == 1
+    assert run["exit_code"] == 0  # finished with its job
+
+
+def test_early_stopping_is_recorded(tmp_path):
+    s = train(run_of([*QUICK, "trainer.max_epochs=30", "checkpoint.patience=1", "optim.lr=1e-12", "logger=none",
+                      "maps.enabled=false", "checkpoint.monitor=val/acc"], tmp_path))
+    es = s["early_stopping"]
+    assert es["monitor"] == "val/acc" and es["patience"] == 1 and 0 < es["stopped_epoch"] < 29 and s["epochs"] < 30
