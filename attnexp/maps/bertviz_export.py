@@ -35,6 +35,27 @@ def require() -> None:
         raise ConfigError("maps.bertviz=true needs bertviz: pip install 'attnexp[hf]' (or set maps.bertviz=false)")
 
 
+def escape_params(page: str, view: str) -> str:
+    """bertviz writes its data, tokens included, as raw JSON into a <script>: its view's .js with
+    every PYTHON_PARAMS replaced by json.dumps(params) (twice: the marker also sits in a comment).
+    A token `</script>` would end the script and the rest become markup. Locate that JSON through
+    bertviz's own template and escape <, > and & in it (\\u escapes: the same strings to the
+    script, nothing the HTML parser acts on)."""
+    import bertviz
+
+    parts = (Path(bertviz.__file__).parent / f"{view}_view.js").read_text(encoding="utf-8").split("PYTHON_PARAMS")
+    tail = "\n</script>\n"
+    start = page.find(parts[0])
+    script = page[start:len(page) - len(tail)] if start >= 0 and page.endswith(tail) else ""
+    n = (len(script) - sum(map(len, parts))) // max(len(parts) - 1, 1)
+    params = script[len(parts[0]):len(parts[0]) + n]
+    if not script or params.join(parts) != script:
+        raise ConfigError("bertviz's page is not laid out as attnexp expects (its version changed?); its views were "
+                          "not written, attnexp's own viewer.html was")
+    safe = params.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return page[:start] + safe.join(parts) + tail
+
+
 def write(out_dir: Path, w: np.ndarray, probe) -> list[Path]:
     """w: (L, B, H, T, T) weights of the probe set; one head_view and one model_view page per
     example. A sentence pair (token types, from `attnexp maps hf=... text_pair=...`) is split
@@ -50,10 +71,10 @@ def write(out_dir: Path, w: np.ndarray, probe) -> list[Path]:
         types = probe.types[b] if probe.types else []
         split = types.index(1) if 1 in types else None
         for name, view in (("head", head_view), ("model", model_view)):
-            page = view(attn, list(toks), sentence_b_start=split, html_action="return")
+            page = escape_params(view(attn, list(toks), sentence_b_start=split, html_action="return").data, name)
             path = out_dir / f"bertviz_{name}_view_ex{b}.html"
             path.write_text("<!doctype html><html><head><meta charset=utf-8>"
                             f"<title>bertviz {name} view, example {b}</title></head>"
-                            f"<body>{libs}{page.data.replace(CDN_REQUIRE, '')}</body></html>", encoding="utf-8")
+                            f"<body>{libs}{page.replace(CDN_REQUIRE, '')}</body></html>", encoding="utf-8")
             paths.append(path)
     return paths

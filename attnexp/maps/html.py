@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
 import zlib
 from pathlib import Path
 
@@ -22,6 +23,22 @@ from attnexp.maps.view import SCALES, fit, is_signed, rows_note
 
 TEMPLATE = Path(__file__).with_name("viewer.html")
 K = 8  # keys kept per query row for the text view
+
+
+NO_KEY = 0xFFFF  # a top-K slot with no key the query can see (masked, or weight exactly 0): the text view skips it
+
+
+def script_json(obj) -> str:
+    """JSON that is safe inside a <script> element: <, > and & as \\u escapes (json.dumps already
+    escapes every non-ASCII character, the line separators included), so no value can close the
+    element, open an HTML comment or a nested script, whatever it holds."""
+    return json.dumps(obj).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def fill(template: str, values: dict[str, str]) -> str:
+    """Every placeholder replaced in one pass: a value is never searched for another placeholder
+    (a title holding `__DATA__` stays that text). The values come escaped for where they land."""
+    return re.sub("|".join(map(re.escape, values)), lambda m: values[m.group(0)], template)
 
 
 def weight_bytes(w: np.ndarray, signed: bool, scale: float = 1.0) -> np.ndarray:
@@ -65,6 +82,7 @@ class Viewer:
             k = min(K, n)
             idx = np.argsort(-np.abs(full), axis=-1)[..., :k]  # (L, H, n, k)
             top = np.take_along_axis(full, idx, -1)
+            idx = np.where(top == 0, NO_KEY, idx)  # masked keys weigh exactly 0: not listed as "attended"
             m = float(np.abs(full).max()) if self.signed else 1.0
             sc.append(m)
             hs.append(weight_bytes(pooled, self.signed, m).ravel())
@@ -80,8 +98,7 @@ class Viewer:
         data = {"title": title, "layers": layers, "heads": heads, "epochs": self.epochs, "examples": self.examples,
                 "signed": self.signed, "rows": self.rows, "spans": self.spans, "K": K, "scales": SCALES, "scale": scale,
                 "heat": self.heat, "top_i": self.top_i, "top_w": self.top_w}
-        page = TEMPLATE.read_text().replace("__TITLE__", html.escape(title)).replace(
-            "__DATA__", json.dumps(data).replace("</", "<\\/"))
+        page = fill(TEMPLATE.read_text(), {"__TITLE__": html.escape(title), "__DATA__": script_json(data)})
         path.write_text(page, encoding="utf-8")
 
 

@@ -51,8 +51,9 @@ def scaled(w_HTT: np.ndarray, scale: str, signed: bool) -> np.ndarray:
 
 def fit(w_HTT: np.ndarray, tokens: list[str], max_tokens: int, long: str = "blocks") -> tuple[np.ndarray, list[str], str]:
     """The map at most `max_tokens` on a side, its labels and a note saying what was done. Blocks:
-    consecutive tokens pooled, each block's weight summed over its keys and averaged over its
-    queries, so a row still sums to what the query rows did."""
+    consecutive tokens pooled into the mean weight of a block's (query, key) pairs, so every block
+    is a weight per token pair whatever its size: the last block, often partial, is not darker
+    for holding fewer keys. (A block row times the block size is the mass its queries put there.)"""
     n = len(tokens)
     w = w_HTT[..., :n, :n]
     if n <= max_tokens:
@@ -63,10 +64,10 @@ def fit(w_HTT: np.ndarray, tokens: list[str], max_tokens: int, long: str = "bloc
     m = math.ceil(n / b)
     pad = m * b - n
     wp = np.pad(w, [(0, 0)] * (w.ndim - 2) + [(0, pad), (0, pad)])
-    rows = (np.arange(m * b) < n).reshape(m, b).sum(1)  # real queries per block
-    pooled = wp.reshape(*w.shape[:-2], m, b, m, b).sum((-3, -1)) / rows[:, None]
+    real = (np.arange(m * b) < n).reshape(m, b).sum(1)  # real tokens per block
+    pooled = wp.reshape(*w.shape[:-2], m, b, m, b).sum((-3, -1)) / (real[:, None] * real[None, :])
     labels = [f"{tokens[i * b]}…" for i in range(m)]
-    return pooled, labels, f"{n} tokens in {m} blocks of {b}"
+    return pooled, labels, f"{n} tokens in {m} blocks of {b} (mean weight per token)"
 
 
 # matplotlib's viridis at 17 evenly spaced points and RdBu_r at 11: interpolated to 256 they are

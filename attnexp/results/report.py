@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import io
 import os
+import urllib.parse
 from datetime import datetime
 from pathlib import Path
 
@@ -147,6 +148,17 @@ def _table(cols: list[str], rows: list[dict], best_mark: bool = False) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
+def file_href(target: Path, base: Path) -> str:
+    """A link to a file, and only ever that: a path relative to `base` starting with ./ or ../, or
+    a file: URL, percent-encoded, so no folder name (a summary.json from anywhere says where its
+    maps are) can become a scheme such as javascript:."""
+    try:
+        rel = os.path.relpath(Path(target).resolve(), Path(base).resolve())
+    except ValueError:  # another drive (Windows): an absolute file: URL
+        return Path(target).resolve().as_uri()
+    return urllib.parse.quote(rel if rel.startswith("..") else f"./{rel}", safe="/.")
+
+
 def runs_table(t: Table, at: Path) -> str:
     cols = ["run", *t.varying, "status", "best", *t.test_keys, "epochs", "time", "tokens/s", "memory MB", "maps", "error"]
     rows = []
@@ -154,8 +166,7 @@ def runs_table(t: Table, at: Path) -> str:
         best = (s.get("metrics") or {}).get("best") or {}
         maps = (s.get("attention_maps") or {}).get("dir")
         viewer = Path(maps) / "viewer.html" if maps else None
-        link = (f'<a href="{html.escape(os.path.relpath(viewer, at.parent))}">viewer</a>'
-                if viewer and viewer.is_file() else "")
+        link = f'<a href="{html.escape(file_href(viewer, at.parent))}">viewer</a>' if viewer and viewer.is_file() else ""
         test = (s.get("metrics") or {}).get("test") or {}
         cells = {"run": html.escape(t.name(path)), **{k: html.escape(st.get(k, "")) for k in t.varying},
                  "status": html.escape(status_of(s)), "best": f"{best['value']:.4f}" if best else "",
@@ -176,6 +187,7 @@ def write_report(path: Path, t: Table, cols: list[str], rows: list[dict], gcols:
 
     matplotlib.use("Agg")
     matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: smaller, searchable
+    matplotlib.rcParams["text.parse_math"] = False  # labels hold override values: `$x^^y$` is text, not mathtext
     path = Path(path).resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     counts: dict[str, int] = {}

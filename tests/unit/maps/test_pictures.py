@@ -40,8 +40,19 @@ def test_a_diffuse_map_is_not_flat():
     assert linear[rows.reshape(-1)].std(0).max() < 10, "on the old fixed 0..1 scale the same map is one colour"
 
 
-def test_long_sequences_become_blocks_that_keep_row_mass():
+def test_long_sequences_become_blocks_of_mean_weight_per_token():
     w, tokens = diffuse(130), [f"t{i}" for i in range(130)]
     pooled, labels, note = fit(w[0], tokens, 64)
-    assert note == "130 tokens in 44 blocks of 3" and len(labels) == 44 and labels[1] == "t3…"
-    np.testing.assert_allclose(pooled.sum(-1), 1.0, atol=1e-6)  # each block row: the mean of its rows' mass
+    assert note == "130 tokens in 44 blocks of 3 (mean weight per token)" and len(labels) == 44 and labels[1] == "t3…"
+    real = np.array([3] * 43 + [1])  # 130 = 43 x 3 + 1: the last block holds one token
+    np.testing.assert_allclose((pooled * real).sum(-1), 1.0, atol=1e-6)  # times the block size: the rows' mass
+
+
+def test_a_partial_last_block_is_not_darker():
+    """A uniform map stays uniform when pooled, the partial last block included (it held fewer keys,
+    and summing them drew it as a false dark column)."""
+    n = 101
+    w = np.full((1, n, n), 1.0 / n)
+    pooled, _, note = fit(w, [str(i) for i in range(n)], 64)
+    assert "51 blocks of 2" in note
+    np.testing.assert_allclose(pooled, 1.0 / n, rtol=1e-9)
