@@ -37,7 +37,9 @@ def compare_cli(argv: list[str]) -> int:
         else:
             paths.append(Path(a))
     try:
-        paths = paths or [newest_sweep()]
+        if not paths:
+            paths = [newest_sweep()]
+            print(f"attnexp compare: the newest sweep, {paths[0]}", file=sys.stderr)
         summaries = read(paths)
         t, cols, rows, gcols, grows = tables(summaries, opts.get("sort", "best"))
     except CompareError as e:

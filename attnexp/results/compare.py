@@ -17,6 +17,7 @@ from pathlib import Path
 
 from attnexp.config import higher_is_better, split_override  # no torch import there either
 from attnexp.results import summary
+from attnexp.results.stats import t_quantile, welch_p
 
 IGNORED = ("seed", "resume")  # settings that do not make a run another experiment
 RUN_METRICS = ("best", "time", "tokens/s", "memory MB")
@@ -146,17 +147,6 @@ def rows_of(summaries: list[tuple[Path, dict]]) -> tuple[list[str], list[dict]]:
     return cols, rows
 
 
-def t_quantile(df: int) -> float:
-    """The two-sided 95% quantile of Student's t (scipy's when it is there; a table otherwise)."""
-    try:
-        from scipy.stats import t
-
-        return float(t.ppf(0.975, df))
-    except ImportError:
-        table = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
-        return table.get(df, 1.96)
-
-
 def stats(xs: list[float]) -> dict:
     n = len(xs)
     if not n:
@@ -165,19 +155,6 @@ def stats(xs: list[float]) -> dict:
     std = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1)) if n > 1 else 0.0
     half = t_quantile(n - 1) * std / math.sqrt(n) if n > 1 else 0.0
     return {"n": n, "mean": mean, "std": std, "lo": mean - half, "hi": mean + half}
-
-
-def welch_p(a: list[float], b: list[float]) -> float | None:
-    """Welch's two-sided t-test p-value (unequal variances); None below two seeds a side."""
-    if len(a) < 2 or len(b) < 2:
-        return None
-    try:
-        from scipy.stats import ttest_ind
-
-        p = ttest_ind(a, b, equal_var=False).pvalue
-        return float(p) if math.isfinite(p) else 1.0
-    except ImportError:
-        return None
 
 
 def group_rows(t: Table) -> tuple[list[str], list[dict]]:
@@ -261,7 +238,7 @@ def read(paths: list[Path]) -> list[tuple[Path, dict]]:
         try:
             s = summary.read(p)
         except summary.SummaryError as e:
-            print(f"attnexp compare: left out {p}: it {e}", file=sys.stderr)
+            print(f"attnexp compare: left out {p}: {e}", file=sys.stderr)
             continue
         if s.get("status") == "config_error" and not s.get("sweep") and p not in paths:
             skipped += 1  # a single run that never started: nothing to compare (a sweep's stay, as its grid's holes)

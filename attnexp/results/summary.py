@@ -91,11 +91,18 @@ def static_record(run: Run, n_params: int, data: dict) -> dict:
         "model": {**{k: v for k, v in asdict(run.model).items() if k in ("d_model", "n_heads", "n_layers", "max_len")},
                   "n_params": n_params},
         "data": data,
-        "task": asdict(run.task),
+        "task": task_record(run.task),
         "seed": run.seed,
         "pid": os.getpid(),
         "host": socket.gethostname(),
     }
+
+
+def task_record(t) -> dict:
+    """What the task was: the settings that applied to it (a classifier has no LM objective)."""
+    if t.name == "classify":
+        return {"name": t.name, "pooling": t.pooling}
+    return {"name": t.name, "objective": t.objective, **({"mask_prob": t.mask_prob} if t.objective == "masked" else {})}
 
 
 def versions() -> dict:
@@ -125,25 +132,25 @@ _METRICS = {"final": (dict,), "test": (dict,), "best": (dict, type(None)), "hist
 def check_record(s: Any) -> dict:
     """The record, if it has summary.json's shape; else SummaryError naming the first thing wrong."""
     if not isinstance(s, dict):
-        raise SummaryError(f"holds a JSON {type(s).__name__}, not an object")
+        raise SummaryError(f"a JSON {type(s).__name__}, not an object")
     for key, types in _TYPES.items():
         if key in s and not isinstance(s[key], types) or (key in s and isinstance(s[key], bool) and bool not in types):
-            raise SummaryError(f"its {key!r} is a {type(s[key]).__name__}")
+            raise SummaryError(f"{key!r} is a {type(s[key]).__name__}")
     if s.get("status") not in STATUSES:
-        raise SummaryError(f"its status {str(s.get('status'))[:40]!r} is not one of {', '.join(STATUSES)}")
+        raise SummaryError(f"status {str(s.get('status'))[:40]!r} is not one of {', '.join(STATUSES)}")
     for key, types in _METRICS.items():
         value = (s.get("metrics") or {}).get(key)
         if key in (s.get("metrics") or {}) and not isinstance(value, types):
-            raise SummaryError(f"its metrics.{key} is a {type(value).__name__}")
+            raise SummaryError(f"metrics.{key} is a {type(value).__name__}")
     if not all(isinstance(h, dict) for h in (s.get("metrics") or {}).get("history") or []):
-        raise SummaryError("its metrics.history holds something other than objects")
+        raise SummaryError("metrics.history holds something other than objects")
     for section in ("final", "test"):
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) or v is None
                    for v in ((s.get("metrics") or {}).get(section) or {}).values()):
-            raise SummaryError(f"its metrics.{section} holds something other than numbers")
+            raise SummaryError(f"metrics.{section} holds something other than numbers")
     best = (s.get("metrics") or {}).get("best")
     if best is not None and not (isinstance(best.get("value"), (int, float)) and isinstance(best.get("monitor"), str)):
-        raise SummaryError("its metrics.best has no numeric value and monitor name")
+        raise SummaryError("metrics.best has no numeric value and monitor name")
     return s
 
 
@@ -154,17 +161,17 @@ def read(path: Path | str) -> dict:
     try:
         text = p.read_bytes().decode("utf-8")
     except IsADirectoryError:
-        raise SummaryError("is a folder") from None
+        raise SummaryError("a folder, not a file") from None
     except FileNotFoundError:
-        raise SummaryError("does not exist") from None
+        raise SummaryError("no such file") from None
     except OSError as e:
-        raise SummaryError(f"cannot be read ({e.strerror or type(e).__name__})") from None
+        raise SummaryError(f"unreadable ({e.strerror or type(e).__name__})") from None
     except UnicodeDecodeError:
-        raise SummaryError("is not UTF-8 text") from None
+        raise SummaryError("not UTF-8 text") from None
     try:
         data = json.loads(text)
     except ValueError as e:
-        raise SummaryError(f"is not valid JSON ({str(e).splitlines()[0][:80]})") from None
+        raise SummaryError(f"not valid JSON ({str(e).splitlines()[0][:80]})") from None
     return check_record(data)
 
 

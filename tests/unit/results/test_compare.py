@@ -36,7 +36,7 @@ def test_rows_show_what_differs_and_sort_best_first(two_runs, capsys):
     assert [r["model.n_layers"] for r in rows] and "optim.lr" not in rows[0]  # same in both: no column
     losses = [json.loads((two_runs / r["run"] / "summary.json").read_text())["metrics"]["best"]["value"] for r in rows]
     assert losses == sorted(losses) and len(rows) == 2  # val/loss: lowest first
-    assert rows[0]["status"] == "completed" and rows[0]["best"].startswith("val/loss=") and rows[0]["test/acc"]
+    assert rows[0]["status"] == "completed" and rows[0]["best"].startswith("val/loss=") and rows[0]["best_val/acc"]
     assert len(list(csv.DictReader((two_runs / "cmp.csv").open()))) == 2
 
 
@@ -62,3 +62,69 @@ def test_mistakes_are_one_line(args, needle, two_runs, tmp_path, capsys):
         where = [str(two_runs)]
     assert compare_cli([*where, *args]) == 2
     assert needle in capsys.readouterr().err
+
+
+BAD = {  # a summary.json from anywhere: each is left out with one line, the rest compared
+    "a JSON list": b"[1, 2]",
+    "'metrics' is a str": b'{"status": "completed", "metrics": "oops"}',
+    "not UTF-8": b'{"status": "completed", "error": "\xff\xfe"}',
+    "not valid JSON": b'{"status": "compl',
+    "metrics.final holds something other than numbers": b'{"status": "completed", "metrics": {"final": {"val/loss": "low"}}}',
+    "'status' is a list": b'{"status": ["completed"], "metrics": {}}',
+}
+
+
+def test_malformed_summaries_are_listed_one_line_each_and_the_rest_compared(two_runs, tmp_path, capsys):
+    import shutil
+
+    for layers in (1, 2):
+        shutil.copytree(two_runs / f"layers{layers}", tmp_path / f"layers{layers}")
+    for i, content in enumerate(BAD.values()):
+        (tmp_path / f"bad{i}").mkdir()
+        (tmp_path / f"bad{i}" / "summary.json").write_bytes(content)
+    (tmp_path / "folder" / "summary.json").mkdir(parents=True)  # a folder of that name
+    assert compare_cli([str(tmp_path), f"report={tmp_path / 'report.html'}"]) == 0
+    out, err = capsys.readouterr()
+    said = [x for x in err.splitlines() if x.startswith("attnexp compare: left out")]
+    assert len(said) == len(BAD) + 1, err
+    for needle in (*BAD, "a folder, not a file"):
+        assert any(needle in x for x in said), (needle, said)
+    assert len(table(out)) == 2 and (tmp_path / "report.html").is_file()
+
+
+def test_override_values_with_dollars_do_not_break_the_report(two_runs, tmp_path, capsys):
+    import shutil
+
+    for layers in (1, 2):
+        shutil.copytree(two_runs / f"layers{layers}", tmp_path / f"layers{layers}")
+        s = json.loads((tmp_path / f"layers{layers}" / "summary.json").read_text())
+        s["overrides"] = [f"+data.note=$x^^y{layers}$"]  # matplotlib would parse it as (broken) mathtext
+        (tmp_path / f"layers{layers}" / "summary.json").write_text(json.dumps(s))
+    assert compare_cli([str(tmp_path), f"report={tmp_path / 'report.html'}"]) == 0
+    assert "$x^^y1$" in (tmp_path / "report.html").read_text()
+
+
+def test_p_values_and_intervals_need_no_scipy(monkeypatch):
+    import math
+    import sys
+
+    from scipy import stats as scipy_stats
+
+    from attnexp.results import stats
+
+    a, b = [2.0, 2.1, 2.2], [2.05, 2.3, 2.25, 2.4]
+    want_p = scipy_stats.ttest_ind(a, b, equal_var=False).pvalue
+    want_q = [scipy_stats.t.ppf(0.975, df) for df in (1, 2, 3, 7, 30)]
+    monkeypatch.setitem(sys.modules, "scipy", None)  # a plain install: no scipy at all
+    assert math.isclose(stats.welch_p(a, b), want_p, rel_tol=1e-9)
+    assert all(math.isclose(stats.t_quantile(df), q, rel_tol=1e-9) for df, q in zip((1, 2, 3, 7, 30), want_q))
+
+
+def test_compare_says_which_sweep_it_picked(two_runs, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    sweep = tmp_path / "multirun" / "2026-01-01" / "00-00-00"
+    shutil.copytree(two_runs, sweep)
+    monkeypatch.chdir(tmp_path)
+    assert compare_cli([]) == 0
+    assert "attnexp compare: the newest sweep, multirun/2026-01-01/00-00-00" in capsys.readouterr().err
