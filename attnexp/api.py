@@ -58,6 +58,11 @@ def maps_source_checkpoint(ckpt: str, texts: list[str]):
     enc = TextEncoder.from_checkpoint(data, "ckpt", path)
     model, _ = checkpoints.model_from_checkpoint(data, path)
     ids = [enc.encode(t)[: model.m.max_len] for t in texts]
+    if max(max(x, default=0) for x in ids) >= model.tok_emb.num_embeddings:
+        from attnexp.config import ConfigError
+
+        raise ConfigError(f"ckpt={str(path)!r}: its tokenizer gives ids beyond its model's vocabulary; the two do not "
+                          f"belong together")
     for t in texts:
         unknown = enc.unknown_words(t)
         if unknown:

@@ -25,9 +25,9 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
     from attnexp.launch.overrides import precheck
 
     register_schemas()
-    multirun = any(a in ("-m", "--multirun") for a in argv)
-    overrides = [a for a in argv if not a.startswith("-")]
-    if all(a in ("-m", "--multirun") for a in argv if a.startswith("-")):  # not --cfg, --help, ...: Hydra's own
+    flags = hydra_flags(argv)
+    multirun, overrides = bool(flags.multirun), list(flags.overrides)
+    if not (flags.help or flags.hydra_help or flags.shell_completion):  # --cfg, --info: checked as a run would be
         problem = precheck(overrides, multirun)
         if problem:
             print(f"attnexp: config error: {problem}", file=sys.stderr)
@@ -41,6 +41,14 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
     sys.argv = ["attnexp train", *argv]
     hydra_task(overrides, multirun, started)()
     return finish_sweep(sweep_root) if sweep_root else 0
+
+
+def hydra_flags(argv: list[str]):
+    """The command line as Hydra reads it (its own parser): flags such as -m, --cfg job, --info,
+    and the overrides, told apart (the `job` of `--cfg job` is not an override)."""
+    from hydra._internal.utils import get_args_parser
+
+    return get_args_parser().parse_args(argv)
 
 
 def sweep_arguments(argv: list[str], overrides: list[str]) -> tuple[list[str], Path]:
@@ -155,7 +163,7 @@ def finish_sweep(root: Path) -> int:
         try:
             s = summary.read(folder / summary.NAME)
         except summary.SummaryError as e:
-            failures.append(f"{folder.relative_to(root)}: its summary.json {e} (its process died?)")
+            failures.append(f"{folder.relative_to(root)}: summary.json: {e} (its process died?)")
             continue
         if s["status"] in FAILURES:
             failures.append(f"{folder.relative_to(root)}: {s['status']}: {s.get('error') or ''}")

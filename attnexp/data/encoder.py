@@ -58,8 +58,32 @@ class TextEncoder:
 
     @classmethod
     def from_checkpoint(cls, ckpt: dict, key: str = "ckpt", path=None) -> TextEncoder:
-        """The encoder a run saved in its checkpoint (its DataModule's state)."""
-        for name, value in ckpt.items():
-            if name.endswith("DataModule") and isinstance(value, dict) and "encoder" in value:
-                return cls.from_state(value["encoder"])
-        raise ConfigError(f"{key}={str(path)!r} holds no tokenizer (it predates attnexp 0.1's maps); retrain it")
+        """The encoder a run saved in its checkpoint (its DataModule's state), checked as data from
+        a stranger: a malformed one is a ConfigError in one line, never a traceback."""
+        state = next((v["encoder"] for k, v in ckpt.items()
+                      if isinstance(k, str) and k.endswith("DataModule") and isinstance(v, dict) and "encoder" in v), None)
+        if state is None:
+            raise ConfigError(f"{key}={str(path)!r} holds no tokenizer (it predates attnexp 0.1's maps); retrain it")
+        problem = cls.state_problem(state)
+        if problem:
+            raise ConfigError(f"{key}={str(path)!r} holds a malformed tokenizer ({problem}); it is not a checkpoint "
+                              f"attnexp wrote, or it was damaged")
+        try:
+            return cls.from_state(state)
+        except Exception as e:  # noqa: BLE001 - the tokenizers library raises its own exception types
+            first = (str(e).splitlines() or [type(e).__name__])[0][:120]
+            raise ConfigError(f"{key}={str(path)!r} holds a tokenizer that cannot be read ({first})") from None
+
+    @staticmethod
+    def state_problem(d) -> str | None:
+        """What is wrong with a saved encoder state, or None."""
+        if not isinstance(d, dict) or not {"kind", "payload", "lowercase", "max_len"} <= set(d):
+            return "not a mapping with kind, payload, lowercase and max_len"
+        if d["kind"] not in ("words", "tokenizer"):
+            return f"kind {str(d['kind'])[:40]!r} is neither words nor tokenizer"
+        if not isinstance(d["lowercase"], bool) or not isinstance(d["max_len"], int) or not 3 <= d["max_len"] <= 1_000_000:
+            return "lowercase or max_len has the wrong type or size"
+        if d["kind"] == "words":
+            words_ok = isinstance(d["payload"], list) and all(isinstance(w, str) for w in d["payload"])
+            return None if words_ok and len(d["payload"]) >= 6 else "its word list is not a list of words"
+        return None if isinstance(d["payload"], str) else "its tokenizer is not a JSON string"

@@ -104,6 +104,7 @@ def check_resume(resume: str | None, m: ModelConfig, a: AttentionConfig, t: Task
     ckpt = checkpoints.load(resume, "resume")
     problem = checkpoints.mismatch(ckpt, asdict(m), asdict(a), asdict(t), "resume", resume)
     check(problem is None, problem or "")
+    checkpoints.check_resumable(ckpt, "resume", resume)
 
 
 def load_run(cfg: DictConfig, started: float | None = None) -> Run:

@@ -35,6 +35,8 @@ def free_folder(base: Path) -> Path:
 def out_folder(out: str | None, default: Path) -> Path:
     """`out` (which must be new or empty), or `default` made free (`free_folder`)."""
     folder = Path(out) if out else free_folder(default)
+    if out and folder.exists() and not folder.is_dir():
+        raise ConfigError(f"out={str(folder)!r} is a file; give a folder (a new or empty one) for the maps")
     if out and folder.is_dir() and any(folder.iterdir()):
         raise ConfigError(f"out={str(folder)!r} already holds files; give a new folder (or leave out= out: {default}[-N])")
     folder.mkdir(parents=True, exist_ok=True)

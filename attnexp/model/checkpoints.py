@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from attnexp import attention
-from attnexp.config import AttentionConfig, ConfigError, ModelConfig, TaskConfig, from_dict
+from attnexp.config import AttentionConfig, ConfigError, ModelConfig, TaskConfig, check, from_dict
 
 NAMES = ("interrupted.ckpt", "last.ckpt", "step-*.ckpt")  # what `resume=auto` considers, newest step first
 MODEL_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "max_len", "pos_emb", "tie_embeddings")
@@ -25,6 +25,11 @@ def load(path: str | Path, key: str = "ckpt") -> dict:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"{key}={str(path)!r}: no such checkpoint file (runs keep them in <run>/checkpoints/)")
+    with open(p, "rb") as f:
+        magic = f.read(4)
+    if not (magic.startswith(b"PK\x03\x04") or magic[:1] == b"\x80"):  # torch.save's zip, or a legacy pickle
+        raise ConfigError(f"{key}={str(path)!r} is not a checkpoint (not a file torch.save wrote); give a .ckpt from a "
+                          f"run's checkpoints/ folder")
     try:
         try:
             ckpt = torch.load(p, map_location="cpu", weights_only=True, mmap=True)
@@ -76,6 +81,17 @@ def mismatch(ckpt: dict, model: dict, attention_cfg: dict, task: dict, key: str,
     return f"{key}={str(path)!r} holds a different model: {said}; use the settings it was trained with"
 
 
+RESUMABLE = ("optimizer_states", "lr_schedulers", "loops", "global_step", "epoch")
+
+
+def check_resumable(ckpt: dict, key: str, path: str | Path) -> None:
+    """A checkpoint `resume=` can continue: one Lightning saved with the optimizer, its schedule and
+    the loops' progress, not weights alone."""
+    missing = [k for k in RESUMABLE if k not in ckpt]
+    check(not missing, f"{key}={str(path)!r} holds weights but no {', '.join(missing[:2])}: a run cannot continue "
+                       f"from it; resume from a checkpoint a run saved whole (checkpoints/last.ckpt, step-*.ckpt)")
+
+
 def check_shapes(ckpt: dict, state_dict: dict, key: str, path: str | Path) -> None:
     """Every tensor of the checkpoint fits the model built for this run (vocabulary and class
     counts come from the data, so this is checked once the data is set up)."""
@@ -121,9 +137,23 @@ def model_from_checkpoint(ckpt: dict, path: str | Path, key: str = "ckpt"):
             raise ConfigError(f"vocab_size={vocab!r}, num_classes={classes!r} are not sizes")
     except (ConfigError, KeyError, TypeError) as e:
         raise ConfigError(f"{key}={str(path)!r} does not describe an attnexp model ({e})") from None
-    model = Transformer(m, a, vocab, head="classify" if t.name == "classify" else "lm", num_classes=classes,
-                        pooling=t.pooling)
-    weights = {k[len(MODEL_PREFIX):]: v for k, v in ckpt["state_dict"].items() if k.startswith(MODEL_PREFIX)}
-    check_shapes({"state_dict": weights}, model.state_dict(), key, path)
+    weights = {k[len(MODEL_PREFIX):]: v for k, v in ckpt["state_dict"].items()
+               if isinstance(k, str) and k.startswith(MODEL_PREFIX) and isinstance(v, torch.Tensor)}
+
+    def build(device):
+        with torch.device(device):
+            return Transformer(m, a, vocab, head="classify" if t.name == "classify" else "lm", num_classes=classes,
+                               pooling=t.pooling)
+
+    # The sizes a stranger's file states are checked against the tensors it holds before any memory
+    # is taken: on the meta device a model of any size costs nothing to build.
+    shapes = build("meta").state_dict()
+    implied = sum(v.numel() for v in shapes.values())
+    held = sum(v.numel() for v in weights.values())
+    if implied > held:
+        raise ConfigError(f"{key}={str(path)!r} describes a model of {implied:,} parameters but holds tensors for "
+                          f"{held:,}; it is not a whole attnexp checkpoint")
+    check_shapes({"state_dict": weights}, shapes, key, path)
+    model = build("cpu")
     model.load_state_dict(weights)
     return model.eval(), hp

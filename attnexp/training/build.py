@@ -72,6 +72,18 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             tmp.unlink(missing_ok=True)
 
 
+class StepCheckpoint(ModelCheckpoint):
+    """checkpoint.every_n_steps, but never on an epoch's last batch. That checkpoint would be taken
+    before the epoch's validation (Lightning runs it after the batch's hooks), and a run resumed
+    from it skips that validation, its history, maps and chance at "best", and a later resume
+    replays an epoch. The epoch-end checkpoints (last.ckpt) come after validation, so every
+    checkpoint on disk resumes into the uninterrupted run."""
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if not trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
+            super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+
+
 def thread_count(run: Run) -> int | None:
     """`threads=N`; else the CPUs the launcher gives the job (a cluster's cpus_per_task, or the
     share of this machine's cores the command line gave each job run side by side); else torch's
@@ -98,8 +110,8 @@ def our_callbacks(run: Run, recorder, stops, on_cpu: bool) -> tuple[list, ModelC
                       every=1 if on_cpu else (run.trainer.log_every_n_steps or 50))
     out = [best, recorder, guard]
     if run.checkpoint.every_n_steps:  # the latest only
-        out.append(ModelCheckpoint(dirpath=ckpt_dir, filename="step-{step:07d}", every_n_train_steps=run.checkpoint.every_n_steps,
-                                   save_top_k=1, auto_insert_metric_name=False))
+        out.append(StepCheckpoint(dirpath=ckpt_dir, filename="step-{step:07d}", every_n_train_steps=run.checkpoint.every_n_steps,
+                                  save_top_k=1, auto_insert_metric_name=False))
     if run.checkpoint.patience:
         out.append(EarlyStopping(monitor=run.checkpoint.monitor, mode=run.checkpoint.mode, patience=run.checkpoint.patience))
     if not shows_bar(run):
@@ -130,8 +142,12 @@ def trainer(run: Run, callbacks: list, loggers_: list):
     and loggers. A setting Lightning refuses is a ConfigError with Lightning's whole sentence."""
     if loggers_:
         callbacks = [*callbacks, LearningRateMonitor(logging_interval="step")]
+    # use_distributed_sampler=False whatever the strategy: attnexp's batch sampler shards itself
+    # across processes (and resumes mid-epoch), and Lightning cannot put its sampler into it, so
+    # trainer.devices=2 with the default trainer runs as trainer=ddp does.
+    settings = {"use_distributed_sampler": False, **run.trainer.kwargs()}
     try:
-        return instantiate({**run.trainer.kwargs(), "precision": precision(run.trainer), "enable_progress_bar": shows_bar(run)},
+        return instantiate({**settings, "precision": precision(run.trainer), "enable_progress_bar": shows_bar(run)},
                            callbacks=callbacks, logger=loggers_ or False, default_root_dir=str(run.out_dir),
                            plugins=[AtomicCheckpointIO()], _convert_="partial")
     except Exception as e:  # noqa: BLE001 - Hydra wraps Lightning's MisconfigurationException

@@ -50,6 +50,10 @@ def files(tmp_path_factory):
         torch.save({"state_dict": m.state_dict(), "hyper_parameters": dict(m.hparams), "epoch": 0, "global_step": 0}, ckpt)
     (d / "cut.ckpt").write_bytes(ckpt.read_bytes()[: ckpt.stat().st_size // 2])
     (d / "text.ckpt").write_text("not a checkpoint\n")
+    import torch
+
+    whole = torch.load(ckpt, weights_only=True)
+    torch.save({k: v for k, v in whole.items() if k in ("state_dict", "hyper_parameters")}, d / "weights.ckpt")
     return {"tmp": str(d), "ckpt": str(ckpt)}
 
 
@@ -116,7 +120,9 @@ PRECHECK = [
     # checkpoints: missing, cut short, not a checkpoint, another model
     ("resume=/no/such.ckpt", "resume='/no/such.ckpt': no such checkpoint file"),
     ("resume={tmp}/cut.ckpt", "cut.ckpt' is not a readable checkpoint (truncated, or not a file torch.save wrote)"),
-    ("resume={tmp}/text.ckpt", "text.ckpt' is not a readable checkpoint"),
+    ("resume={tmp}/text.ckpt", "text.ckpt' is not a checkpoint (not a file torch.save wrote)"),
+    ("resume={tmp}/weights.ckpt", "weights.ckpt' holds weights but no optimizer_states, lr_schedulers: a run cannot "
+                                  "continue from it"),
     ("resume={ckpt} model.d_model=128", "holds a different model: model.d_model=64 (this run: 128)"),
     ("resume={ckpt} attention=alibi", "attention.name=mha (this run: alibi)"),
 ]
@@ -203,3 +209,91 @@ def test_the_validator_accepts_only_what_trains(variant, d, h, layers, task, mas
     loss = module.model_step(batch, "train")
     loss.backward()
     assert torch.isfinite(loss)
+
+
+# -- `attnexp maps` and `attnexp train --cfg/--info`: the same one line, never a traceback
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A real checkpoint (with its tokenizer) of a tiny run."""
+    d = tmp_path_factory.mktemp("maps")
+    s = train(run_of(["trainer.max_epochs=1", "data.n_sentences=100", "logger=none", "maps.enabled=false",
+                      "trainer.enable_progress_bar=false", "test=false"], d / "run"))
+    return d, s["checkpoints"]["last"]
+
+
+def forged(trained, name: str, change) -> str:
+    import torch
+
+    d, ckpt = trained
+    data = torch.load(ckpt, weights_only=True)
+    change(data)
+    path = d / f"{name}.ckpt"
+    torch.save(data, path)
+    return str(path)
+
+
+def encoder(data: dict) -> dict:
+    return next(v["encoder"] for k, v in data.items() if k.endswith("DataModule"))
+
+
+MAPS = [
+    ("not-a-dict", lambda d: next(v for k, v in d.items() if k.endswith("DataModule")).update(encoder=[1, 2]),
+     "holds a malformed tokenizer (not a mapping with kind, payload, lowercase and max_len)"),
+    ("kind", lambda d: encoder(d).update(kind="exe"), "holds a malformed tokenizer (kind 'exe' is neither words nor tokenizer)"),
+    ("payload", lambda d: encoder(d).update(payload=[1, 2, 3, 4, 5, 6]),
+     "holds a malformed tokenizer (its word list is not a list of words)"),
+    ("tokenizer-json", lambda d: encoder(d).update(kind="tokenizer", payload="{not json"),
+     "holds a tokenizer that cannot be read"),
+    ("max-len", lambda d: encoder(d).update(max_len=10**9), "lowercase or max_len has the wrong type or size"),
+]
+
+
+@pytest.mark.parametrize("name,change,needle", MAPS, ids=[m[0] for m in MAPS])
+def test_a_checkpoint_with_a_malformed_tokenizer_is_one_line(name, change, needle, trained, capsys):
+    from attnexp.cli import main
+
+    assert main(["maps", f"ckpt={forged(trained, name, change)}", "text=the dog runs ."]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and "\n" not in err, err
+
+
+def test_maps_of_a_file_that_is_not_a_checkpoint_or_into_a_file_is_one_line(trained, tmp_path, capsys):
+    from attnexp.cli import main
+
+    readme = tmp_path / "README.md"
+    readme.write_text("# not a checkpoint\n")
+    assert main(["maps", f"ckpt={readme}", "text=the dog"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "README.md' is not a checkpoint (not a file torch.save wrote)" in err and "weights_only" not in err, err
+    taken = tmp_path / "taken.png"
+    taken.write_bytes(b"x")
+    assert main(["maps", f"ckpt={trained[1]}", "text=the dog", f"out={taken}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "taken.png' is a file; give a folder" in err and "\n" not in err, err
+
+
+def test_a_forged_checkpoint_cannot_make_maps_build_a_huge_model(trained, capsys):
+    import resource
+
+    from attnexp.cli import main
+
+    def huge(data):
+        data["hyper_parameters"]["model"].update(d_model=16384, n_heads=64, n_layers=4, d_ff=None)
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert main(["maps", f"ckpt={forged(trained, 'huge', huge)}", "text=the dog"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "describes a model of" in err and "parameters but holds tensors for" in err and "\n" not in err, err
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 500_000  # KiB: nothing of 50 GB was taken
+
+
+@pytest.mark.parametrize("flag", [["--cfg", "job"], ["--cfg", "all"], ["--info"]], ids=["cfg-job", "cfg-all", "info"])
+def test_showing_the_config_checks_the_overrides_first(flag, capsys):
+    from attnexp.cli import main
+
+    args = ["model.n_head=4", *flag] if flag == ["--info"] else [*flag, "model.n_head=4"]  # --info takes an argument
+    assert main(["train", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "attnexp: config error: model.n_head is not a config key; did you mean model.n_heads?", err

@@ -23,7 +23,7 @@ from attnexp.cli.compare import compare_cli
 from attnexp.config import ConfigError
 from attnexp.model import checkpoints
 from attnexp.training.build import AtomicCheckpointIO
-from helpers.runs import run_of
+from helpers.runs import REPO, run_of
 
 # masked-token LM with dropout: both random masks and dropout must resume exactly
 QUICK = ["attention=bidirectional", "model.dropout=0.1", "data.n_sentences=400", "trainer.max_epochs=3",
@@ -121,7 +121,8 @@ def test_resume_auto_without_a_checkpoint_starts_afresh(tmp_path):
 def test_periodic_checkpoints_keep_the_latest(tmp_path):
     s = train(run_of([*QUICK, "trainer.max_epochs=1", "checkpoint.every_n_steps=2", "maps.enabled=false"], tmp_path))
     steps = sorted(p.name for p in (tmp_path / "checkpoints").glob("step-*.ckpt"))
-    assert steps == ["step-0000006.ckpt"] and s["status"] == "completed"
+    # steps 2 and 4; not 6, the epoch's last batch, whose checkpoint would come before its validation
+    assert steps == ["step-0000004.ckpt"] and s["status"] == "completed"
 
 
 def test_a_kill_during_a_save_leaves_the_previous_checkpoint_whole(tmp_path, monkeypatch):
@@ -327,3 +328,43 @@ def test_cli_divergence_exits_3_in_one_line(tmp_path):
     lines = [x for x in err.splitlines() if x.startswith("attnexp:")]
     assert len(lines) == 1 and "diverged" in lines[0] and "stopped being a number at step" in lines[0]
     assert strict_json(tmp_path / "run" / "summary.json")["status"] == "diverged"
+
+
+def cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO)])}
+    return subprocess.run([sys.executable, "-m", "attnexp", "train", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_killed_twice_at_the_worst_moments_the_run_resumes_to_the_uninterrupted_one(tmp_path):
+    """SIGKILL as validation starts (a step checkpoint of the epoch's last batch would be taken
+    before that validation: resuming from it skipped the validation and later replayed an epoch),
+    then right after a step checkpoint; each time resume=auto. The result is the uninterrupted run:
+    every tensor, the history, the steps."""
+    every = [*QUICK, "threads=1", "checkpoint.every_n_steps=3"]  # step checkpoints at 3, 6, 9, ... (6 steps an epoch)
+    whole = train(run_of(every, tmp_path / "whole"))
+    run = tmp_path / "run"
+    kills = [["+callbacks.kill.at=validation_start", "+callbacks.kill.epoch=1"],
+             ["+callbacks.kill.at=step", "+callbacks.kill.step=15"]]
+    for n, kill in enumerate(kills):
+        r = cli([*every, f"hydra.run.dir={run}", "resume=auto", "+callbacks.kill._target_=helpers.killers.KillAt",
+                 f"+callbacks.kill.marker={tmp_path / f'killed{n}'}", *kill], tmp_path)
+        assert r.returncode == -signal.SIGKILL, r.stderr[-2000:]
+    r = cli([*every, f"hydra.run.dir={run}", "resume=auto"], tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    done = strict_json(run / "summary.json")
+    assert done["status"] == "completed" and len(done["resumed_from"]) == 2
+    assert done["metrics"]["history"] == whole["metrics"]["history"]
+    assert (done["steps"], done["epochs"]) == (whole["steps"], whole["epochs"])
+    a, b = weights(tmp_path / "whole" / "checkpoints/last.ckpt"), weights(run / "checkpoints/last.ckpt")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_resume_auto_refuses_a_changed_model_as_resume_path_does(tmp_path):
+    first = train(run_of([*QUICK, "trainer.max_epochs=1"], tmp_path))
+    assert first["status"] == "completed"
+    with pytest.raises(ConfigError, match=r"attention.mask=bidirectional \(this run: causal\)"):
+        train(run_of([*QUICK, "attention=causal", "trainer.max_epochs=2", "resume=auto"], tmp_path))
+    with pytest.raises(ConfigError, match=r"attention.mask=bidirectional \(this run: causal\)"):
+        run_of([*QUICK, "attention=causal", f"resume={tmp_path / 'checkpoints' / 'last.ckpt'}"])

@@ -240,3 +240,21 @@ def test_submitit_local_runs_two_jobs_side_by_side(tmp_path):
     assert len({s["pid"] for s in summaries}) == 2  # each in its own process
     assert all(s["device"].endswith(f"{max(1, (os.cpu_count() or 2) // 2)} threads)") for s in summaries), summaries
     assert (sweep / "results.md").is_file()
+
+
+def test_a_sweep_with_a_diverging_job_lists_it_and_exits_1(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code = main(["train", "-m", "optim.lr=1e-3,1e4", *TINY, "maps.enabled=false"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1, err[-5:]
+    assert err[-2] == "attnexp: 1 run(s) of the sweep failed (see their summary.json):", err[-5:]
+    assert err[-1].startswith("  1_optim.lr=10000.0: diverged: the training loss stopped being a number"), err[-1]
+
+
+def test_a_sweep_whose_values_hold_a_slash_finds_its_nested_jobs(tmp_path, monkeypatch, capsys):
+    """A value with a '/' nests the job's folder (0_data.corpus=no/a.txt is no/ inside 0_data.corpus=):
+    the sweep still finds every job, and one where every job failed does not exit 0."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "-m", "data.corpus=no/a.txt,no/b.txt", *TINY]) == 1
+    err = capsys.readouterr().err
+    assert "2 run(s) of the sweep failed" in err and "config_error: data.corpus='no/a.txt': no such file" in err, err

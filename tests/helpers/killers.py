@@ -1,0 +1,32 @@
+"""A callback that kills its own process outright (SIGKILL: no handler, no checkpoint, no summary
+update), once, at a chosen moment: how an out-of-memory killer or a lost node ends a run. Given to
+a subprocess run as +callbacks.kill._target_=helpers.killers.KillAt (PYTHONPATH holding tests/)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import lightning as L
+
+
+class KillAt(L.Callback):
+    """`at`: "validation_start" (of epoch `epoch`) or "step" (right after optimizer step `step` and
+    whatever checkpoint it wrote). `marker`: a file that makes it fire once across resumes."""
+
+    def __init__(self, at: str, marker: str, epoch: int = -1, step: int = -1):
+        self.at, self.marker, self.epoch, self.step = at, Path(marker), epoch, step
+
+    def _kill(self):
+        if not self.marker.exists():
+            self.marker.write_text("killed")
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def on_validation_start(self, trainer, pl_module):
+        if self.at == "validation_start" and not trainer.sanity_checking and trainer.current_epoch == self.epoch:
+            self._kill()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if self.at == "step" and trainer.global_step == self.step:
+            self._kill()
