@@ -82,7 +82,7 @@ def run_row(run: Path) -> dict:
     test = s["metrics"].get("test") or {}
     align = (s.get("attention_maps") or {}).get("alignment")
     return {"variant": s["attention"]["name"], "seed": s["seed"], "status": s["status"],
-            "acc": test.get("test/acc", s["metrics"]["final"].get("val/acc")),
+            "acc": test.get("test/acc", test.get("best_val/acc", s["metrics"]["final"].get("val/acc"))),
             "steps_to_99": reach[0] if reach else None, "alignment": align["best"] if align else None,
             "tokens_per_s": s.get("tokens_per_s"), "params": s["model"]["n_params"],
             **best_head_stats(run, align), "run": str(run)}

@@ -121,7 +121,7 @@ def newsgroups(report: dict, run_dir: Path | None, example: int) -> None:
     z = np.load(last, allow_pickle=False)
     tokens = list(z["tokens"][example][: z["lengths"][example]])
     title = (f"20 Newsgroups, raw posts: a validation post of {len(tokens)} tokens after epoch {int(z['epoch'])} "
-             f"(test acc {s['metrics']['test'].get('test/acc', float('nan')):.3f})")
+             f"(test acc {s['metrics']['test'].get('test/acc', s['metrics']['test'].get('best_val/acc', float('nan'))):.3f})")
     render.grid(z["weights"][:, example].astype(np.float32), tokens, title, 64).save(OUT / "newsgroups_grid.png")
     viewer = (run_dir / "maps" / "viewer.html").resolve().as_uri()
     screenshot(f"{viewer}#example={example}&layer=0&head=2", OUT / "newsgroups_viewer_map.png", "1100,960")

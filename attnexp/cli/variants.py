@@ -1,25 +1,45 @@
-"""`python -m attnexp variants`: the attention variants, their masks and backends, what their
-weights are."""
+"""`python -m attnexp variants`: one row per `attention=` option of conf/attention/ (what a user
+types), the variant it selects with what it sets, its backends and what its weights are."""
 
 from __future__ import annotations
+
+
+def options() -> list[dict]:
+    """conf/attention/*.yaml: each option's variant and the settings it adds (mask, n_kv_heads, ...)."""
+    from omegaconf import OmegaConf
+
+    from attnexp import attention
+    from attnexp.launch.compose import conf_dir
+
+    rows = []
+    for path in sorted((conf_dir() / "attention").glob("*.yaml")):
+        node = OmegaConf.to_container(OmegaConf.load(path))
+        variant = attention.canonical(str(node.get("name")))
+        sets = ", ".join(f"{k}={v}" for k, v in node.items() if k not in ("defaults", "name"))
+        rows.append({"attention=": path.stem, "variant": variant, "sets": sets or "-"})
+    return rows
 
 
 def variants_cli(argv: list[str]) -> int:
     from attnexp import attention
 
-    rows = attention.matrix()
-    cols = ["variant", "masks", "backends", "rows", "positions", "about"]
+    about = {r["variant"]: r for r in attention.matrix()}
+    rows = [{**o, **{k: about[o["variant"]][k] for k in ("backends", "rows", "positions", "about")}} for o in options()]
+    cols = ["attention=", "variant", "sets", "backends", "rows", "positions", "about"]
     width = {c: max(len(c), *(len(r[c]) for r in rows)) for c in cols}
     print("  ".join(c.ljust(width[c]) for c in cols))
     print("  ".join("-" * width[c] for c in cols))
     for r in rows:
         print("  ".join(r[c].ljust(width[c]) for c in cols))
+    unreachable = sorted(set(about) - {r["variant"] for r in rows})
+    if unreachable:
+        print(f"\nRegistered without a conf/attention option (select with attention.name=...): {', '.join(unreachable)}")
     print("\nWhere a variant has no fused backend:")
-    for r in rows:
+    for name, r in about.items():
         if r["why"]:
-            print(f"  {r['variant']}: {r['why']}")
-    print("\nSelect with attention=<variant> (conf/attention/*.yaml), override with attention.mask=... attention.backend=...")
-    print("flex trains on CUDA only (forward-only on CPU). rows: what a row of the weights sums to (1: a distribution "
-          "over the allowed keys; at most 1: some mass goes to no token; signed: a difference of maps). Every variant "
-          "hands back its weights from the eager path of the same module.")
+            print(f"  {name}: {r['why']}")
+    print("\nEvery variant takes attention.mask=causal|bidirectional and a padding mask; override the backend with "
+          "attention.backend=... (flex trains on CUDA only: forward-only on CPU). rows: what a row of the weights "
+          "sums to (1: a distribution over the allowed keys; at most 1: some mass goes to no token; signed: a "
+          "difference of maps). Every variant hands back its weights from the eager path of the same module.")
     return 0

@@ -38,8 +38,9 @@ def end_of_run(s: dict) -> str:
         lines.append(f"  best     {best['monitor']} {best['value']:.4f}" + (f" at epoch {at}" if at is not None else "") +
                      f" ({_rel(best['checkpoint'], root)})")
     test = (s.get("metrics") or {}).get("test") or {}
-    if test:
-        lines.append("  test     " + " · ".join(f"{k} {v:.4f}" for k, v in test.items()))
+    if test:  # best_val/*: the data has no test split, so the best checkpoint was scored on validation
+        label = "test    " if any(k.startswith("test/") for k in test) else "best val"
+        lines.append(f"  {label} " + " · ".join(f"{k} {v:.4f}" for k, v in test.items()))
     if s.get("train_time_s") is not None:
         tps = f" · {s['tokens_per_s']:,.0f} tokens/s" if s.get("tokens_per_s") else ""
         lines.append(f"  time     {s['train_time_s']:.1f} s training ({s.get('wall_time_s', 0):.1f} s in all) · "

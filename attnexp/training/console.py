@@ -19,9 +19,10 @@ def interactive() -> bool:
 
 class EpochLines(L.Callback):
     """One line an epoch (for non-interactive output), e.g.
-    `epoch 3/8 · step 252 · train/acc 0.31 · train/loss_epoch 2.27 · val/acc 0.317 · val/loss 2.18 · 1.4 s`.
-    Written when the next epoch starts (or training ends): the module logs an epoch's training
-    metrics after the callbacks' on_train_epoch_end."""
+    `epoch 2 (3 of 8) · step 252 · train/acc 0.31 · train/loss_epoch 2.27 · val/acc 0.317 · val/loss 2.18 · 1.4 s`.
+    Epochs are numbered from 0 everywhere, as Lightning, the checkpoints (best-epoch02.ckpt), the
+    summary and the maps number them; "(3 of 8)" is the count. Written when the next epoch starts (or
+    training ends): the module logs an epoch's training metrics after the callbacks' on_train_epoch_end."""
 
     def __init__(self):
         self.t0, self.epoch = None, None
@@ -32,8 +33,8 @@ class EpochLines(L.Callback):
         m = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith(("train/", "val/", "align/best"))}
         shown = " · ".join(f"{k} {v:.4g}" for k, v in sorted(m.items()) if k != "train/loss")
         total = trainer.max_epochs if trainer.max_epochs and trainer.max_epochs > 0 else "?"
-        log.info("epoch %d/%s · step %d · %s · %.1f s", self.epoch + 1, total, trainer.global_step, shown,
-                 time.perf_counter() - self.t0)
+        log.info("epoch %d (%d of %s) · step %d · %s · %.1f s", self.epoch, self.epoch + 1, total, trainer.global_step,
+                 shown, time.perf_counter() - self.t0)
         self.epoch = None
 
     def on_train_epoch_start(self, trainer, pl_module):

@@ -78,6 +78,7 @@ def prepare(run: Run):
     if ckpt is not None and run.resume == "auto":  # resume=PATH was checked with the config
         problem = checkpoints.mismatch(ckpt, asdict(run.model), asdict(run.attention), asdict(run.task), "resume", resume)
         check(problem is None, problem or "")
+        checkpoints.check_resumable(ckpt, "resume", resume)
     dm = build_datamodule(run.data, run.task, causal=run.attention.causal, run_dir=str(run.out_dir), seed=run.seed)
     dm.setup("fit")
     if run.task.name == "classify":
@@ -109,6 +110,7 @@ def _train(run: Run, stops: StopSignals, extra_callbacks: Sequence[L.Callback]) 
         trainer.fit(module, datamodule=dm, ckpt_path=str(resume) if resume else None, weights_only=True)
         record_early_stop(recorder, trainer)  # before trainer.test restores the callbacks from the best checkpoint
         if run.test and not trainer.fast_dev_run:
+            module.stage_prefix["test"] = "test" if "test" in dm.splits else "best_val"
             results = trainer.test(module, datamodule=dm, ckpt_path=best.best_model_path or None, verbose=False,
                                    weights_only=True)
             recorder.test_metrics = results[0] if results else {}

@@ -46,6 +46,9 @@ class AttnexpModule(L.LightningModule):
         # The training epoch's running metrics travel in checkpoints, so an epoch resumed halfway
         # reports what the uninterrupted epoch would have (validation and test finish within a pass).
         self.metrics["train_"].persistent(True)
+        # What each stage's metrics are called. The test stage evaluates the best checkpoint on the test
+        # split, or on the validation split when the data has none: then they are best_val/*, not test/*.
+        self.stage_prefix = {"train": "train", "val": "val", "test": "test"}
         self.schedule_steps: int | None = None  # the schedule's length, kept when a run resumes
         self.skipped = self._skips_in_a_row = 0  # optim.nonfinite=skip
 
@@ -85,7 +88,8 @@ class AttnexpModule(L.LightningModule):
         # Logged once an epoch: each self.log call costs ~1 ms of host time (Lightning deep-copies its
         # metadata every call), 6-7% of a tiny model's step on 2 CPU cores.
         metrics = self.metrics[f"{stage}_"]
-        values = {f"{stage}/{k}": v for k, v in metrics.compute().items()} if metrics else {}
+        prefix = self.stage_prefix[stage]
+        values = {f"{prefix}/{k}": v for k, v in metrics.compute().items()} if metrics else {}
         metrics.reset()
         sums = self._sums.pop(stage, None)
         if sums is not None:
@@ -93,10 +97,10 @@ class AttnexpModule(L.LightningModule):
                 sums = self.trainer.strategy.reduce(sums, reduce_op="sum")
             n = sums[1].clamp_min(1)
             loss = sums[0] / n
-            values[f"{stage}/loss" if stage != "train" else "train/loss_epoch"] = loss
-            values[f"{stage}/acc"] = sums[2] / n
+            values[f"{prefix}/loss" if stage != "train" else "train/loss_epoch"] = loss
+            values[f"{prefix}/acc"] = sums[2] / n
             if not self.classify and stage != "train":  # train ppl = exp(train/loss_epoch)
-                values[f"{stage}/ppl"] = loss.exp()
+                values[f"{prefix}/ppl"] = loss.exp()
         self.log_dict(values, prog_bar=stage != "train")
 
     def on_train_epoch_end(self):

@@ -43,7 +43,8 @@ def test_a_piped_run_writes_epoch_lines_not_bar_redraws(tmp_path):
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     lines = [x for x in r.stdout.splitlines() if "[attnexp][INFO] - epoch " in x]
-    assert [x.split(" - ")[1].split(" · ")[0] for x in lines] == ["epoch 1/3", "epoch 2/3", "epoch 3/3"], r.stdout
+    said = [x.split(" - ")[1].split(" · ")[0] for x in lines]
+    assert said == ["epoch 0 (1 of 3)", "epoch 1 (2 of 3)", "epoch 2 (3 of 3)"], r.stdout
     assert "\r" not in r.stdout and len(r.stdout) + len(r.stderr) < 8000, len(r.stdout)
     assert "attnexp: run completed" in r.stdout
 
@@ -87,3 +88,23 @@ def test_cli_help_and_commands(tmp_path):
         assert group in h
     r = run_cli("frobnicate", cwd=tmp_path)
     assert r.returncode == 2 and "unknown command" in r.stderr
+
+
+def test_the_readme_names_every_option_of_every_config_group():
+    from helpers.runs import REPO, options
+
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("### Config groups"):text.index("Top-level keys")]
+    rows = {line.split("|")[1].strip(" `"): line.split("|")[2] for line in section.splitlines() if line.startswith("| `")}
+    for group in ("attention", "model", "data", "task", "trainer", "logger", "experiment", "hparams_search", "debug"):
+        missing = [o for o in options(group) if f"`{o}`" not in rows[group]]
+        assert not missing, f"README's config-group table lacks {group}: {missing}"
+
+
+@pytest.mark.slow
+def test_two_devices_with_the_default_trainer_run_data_parallel(tmp_path):
+    r = run_cli("train", "trainer.accelerator=cpu", "trainer.devices=2", *FAST, "trainer.max_epochs=1",
+                f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert s["status"] == "completed" and s["steps"] > 0

@@ -1,6 +1,6 @@
-"""What a user sees: maps that show structure on diffuse real-text attention, the block a run
-ends with, epoch lines instead of bar redraws in a log, TensorBoard's HPARAMS tab and step-aligned
-images, the full config in wandb, early stopping recorded, and the toy agreement task."""
+"""What a run records and says: the block it ends with (epochs counted from 0 everywhere, metrics
+named after the split they were measured on), TensorBoard's HPARAMS tab and step-aligned images,
+the full config in wandb, early stopping, and only the task settings that applied."""
 
 from __future__ import annotations
 
@@ -25,7 +25,11 @@ def test_a_run_ends_with_a_block_and_tensorboard_gets_hparams_and_aligned_images
     best = s["metrics"]["best"]  # which epoch was best depends on float rounding (thread count), not on this test
     epoch = int(best["checkpoint"].split("best-epoch")[1][:2])
     assert f"best     val/loss {best['value']:.4f} at epoch {epoch} (checkpoints/best-epoch{epoch:02d}.ckpt)" in block
-    assert "test     test/acc" in block and "tokens/s" in block and "maps     maps/viewer.html" in block
+    # the toy data has no test split: the best checkpoint is scored on validation, and says so
+    assert "best val best_val/acc" in block and "test/" not in block and "tokens/s" in block
+    assert "maps     maps/viewer.html" in block and set(s["metrics"]["test"]) == {"best_val/acc", "best_val/loss", "best_val/ppl"}
+    # one epoch numbering: the best epoch is the history's, the checkpoint's and the block's
+    assert best["value"] == next(h["val/loss"] for h in s["metrics"]["history"] if h["epoch"] == epoch)
     # HPARAMS: an hparams record with the settings and the final metrics
     records = []
     for f in (run_dir / "tensorboard").glob("events.out.tfevents*"):
@@ -35,7 +39,7 @@ def test_a_run_ends_with_a_block_and_tensorboard_gets_hparams_and_aligned_images
                     if v.metadata.plugin_data.plugin_name == "hparams"]
     assert records, "no hparams records in the event files"
     blob = b"".join(r.metadata.plugin_data.content for r in records)
-    for needle in (b"attention.name", b"model.d_model", b"optim.lr", b"seed", b"hp/val/loss", b"hp/test/acc"):
+    for needle in (b"attention.name", b"model.d_model", b"optim.lr", b"seed", b"hp/val/loss", b"hp/best_val/acc"):
         assert needle in blob, needle
     # the maps land on the step of the epoch's validation metrics
     ev = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"images": 0, "scalars": 0}).Reload()
@@ -62,3 +66,11 @@ def test_early_stopping_is_recorded(tmp_path):
                       "maps.enabled=false", "checkpoint.monitor=val/acc"], tmp_path))
     es = s["early_stopping"]
     assert es["monitor"] == "val/acc" and es["patience"] == 1 and 0 < es["stopped_epoch"] < 29 and s["epochs"] < 30
+
+
+def test_a_classifier_records_no_language_model_settings(tmp_path):
+    s = train(run_of([*QUICK, "task=classify", "logger=none", "trainer.max_epochs=1", "maps.enabled=false"], tmp_path))
+    assert s["task"] == {"name": "classify", "pooling": "last"}  # no objective, no mask_prob: they did not apply
+    lm = train(run_of([*QUICK, "attention=bidirectional", "logger=none", "trainer.max_epochs=1", "maps.enabled=false"],
+                      tmp_path / "lm"))
+    assert lm["task"] == {"name": "lm", "objective": "masked", "mask_prob": 0.15}
