@@ -75,8 +75,6 @@ def maps_source_checkpoint(ckpt: str, texts: list[str]):
 def maps_source_pretrained(source: str, texts: list[str], text_pairs: list[str]):
     """Weights through transformers (attnexp.model.pretrained), the tokenizer through tokenizers:
     a BERT pair gets its token types."""
-    from tokenizers import Tokenizer
-
     from attnexp import attention
     from attnexp.config import AttentionConfig, ModelConfig
     from attnexp.maps.draw import Source
@@ -86,11 +84,9 @@ def maps_source_pretrained(source: str, texts: list[str], text_pairs: list[str])
     m, a = pretrained.configs(source, ModelConfig(), AttentionConfig(backend="eager"))
     model = Transformer(m, attention.validate(a, m), pretrained.hf_config(source).vocab_size)
     pretrained.load_into(model, source)
-    tok_path = pretrained.tokenizer_of(source)
-    tok = Tokenizer.from_file(tok_path) if Path(tok_path).exists() else Tokenizer.from_pretrained(tok_path)
-    tok.no_truncation()
+    tok = pretrained.tokenizer(source, m.max_len)
     encs = [tok.encode(t, p) for t, p in zip(texts, text_pairs or [None] * len(texts))]
-    probe = Probe([e.ids[: m.max_len] for e in encs], [e.tokens[: m.max_len] for e in encs],
-                  types=[e.type_ids[: m.max_len] for e in encs] if m.type_vocab_size else None)
+    types = [e.type_ids for e in encs] if m.type_vocab_size else None
+    probe = Probe([e.ids for e in encs], [e.tokens for e in encs], types=types)
     name = Path(source).name or source.replace("/", "_")
     return Source(model.eval(), probe, tok.token_to_id("[PAD]") or 0, name, 0, Path("maps") / f"hf_{name}")

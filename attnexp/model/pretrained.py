@@ -103,12 +103,58 @@ def configs(source: str, m: ModelConfig, a: AttentionConfig) -> tuple[ModelConfi
 
 
 def tokenizer_of(source: str) -> str:
-    """What data.tokenizer should be: the folder's tokenizer.json, else the hub name."""
-    local = Path(source) / "tokenizer.json"
-    if Path(source).exists() and not local.exists():
-        raise ConfigError(f"hf:{source} has no tokenizer.json (a fast tokenizer); save one there with "
-                          f"AutoTokenizer.from_pretrained(...).save_pretrained({source!r})")
-    return str(local) if local.exists() else source
+    """What data.tokenizer should be: the folder's tokenizer.json; for a folder with only a
+    WordPiece vocab.txt (older BERT checkpoints), a tokenizer.json that transformers builds from it,
+    kept in attnexp's cache (the folder may be read-only); else the hub name."""
+    folder = Path(source)
+    if not folder.exists():
+        return source
+    local = folder / "tokenizer.json"
+    if local.exists():
+        return str(local)
+    return str(converted_tokenizer(folder))
+
+
+def converted_tokenizer(folder: Path) -> Path:
+    """The fast tokenizer transformers builds from a checkpoint's slow-tokenizer files (vocab.txt),
+    saved once as tokenizer.json in the cache, keyed by the files it was built from."""
+    import hashlib
+    import os
+
+    files = sorted(p for p in folder.iterdir() if p.name in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"))
+    if not any(p.name == "vocab.txt" for p in files):
+        raise ConfigError(f"hf:{folder} has neither tokenizer.json nor vocab.txt; save the tokenizer there with "
+                          f"AutoTokenizer.from_pretrained(...).save_pretrained({str(folder)!r})")
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in files)).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attnexp" / "hf-tokenizers"
+    path = cache / f"tokenizer-{digest}.json"
+    if not path.is_file():
+        tr = _transformers()
+        try:
+            fast = tr.AutoTokenizer.from_pretrained(str(folder), use_fast=True, local_files_only=True)
+        except Exception as e:  # noqa: BLE001 - transformers raises many kinds
+            raise _fail_to_load(str(folder), e) from None
+        if not getattr(fast, "is_fast", False):
+            raise ConfigError(f"hf:{folder}: transformers built no fast tokenizer from its vocab.txt")
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        fast.backend_tokenizer.save(str(tmp))
+        tmp.replace(path)
+    return path
+
+
+def tokenizer(source: str, max_len: int):
+    """The checkpoint's tokenizer, as attnexp uses it: without the padding and truncation its file
+    may carry (sentence-transformers checkpoints pad every text to a fixed 128: those would be
+    drawn and counted as real tokens), truncated at the model's `max_len` instead. Its
+    post-processor (BERT's [CLS] A [SEP] B [SEP] with token types) stays."""
+    from tokenizers import Tokenizer
+
+    spec = tokenizer_of(source)
+    tok = Tokenizer.from_file(spec) if Path(spec).is_file() else Tokenizer.from_pretrained(spec)
+    tok.no_padding()
+    tok.enable_truncation(max_len)
+    return tok
 
 
 def hf_state_dict(source: str) -> tuple[str, dict[str, torch.Tensor]]:

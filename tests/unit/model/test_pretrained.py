@@ -166,3 +166,64 @@ def test_newsgroups_bert_fine_tunes_the_imported_encoder(bert_dir, tmp_path):
     assert s["status"] == "completed" and s["steps"] == 1 and s["data"]["vocab_size"] == hf.hf_config(str(bert_dir)).vocab_size
     maps = Path(s["attention_maps"]["dir"])
     assert (maps / "viewer.html").exists() and (maps / "bertviz_head_view_ex0.html").exists()
+
+
+def with_fixed_padding(src: Path, dst: Path, length: int = 48) -> Path:
+    """A copy of a checkpoint whose tokenizer.json pads every text to `length` and truncates there,
+    as sentence-transformers checkpoints ship theirs."""
+    import json
+    import shutil
+
+    shutil.copytree(src, dst)
+    spec = json.loads((dst / "tokenizer.json").read_text())
+    spec["padding"] = {"strategy": {"Fixed": length}, "direction": "Right", "pad_to_multiple_of": None, "pad_id": 0,
+                       "pad_type_id": 0, "pad_token": "[PAD]"}
+    spec["truncation"] = {"max_length": length, "strategy": "LongestFirst", "stride": 0, "direction": "Right"}
+    (dst / "tokenizer.json").write_text(json.dumps(spec))
+    return dst
+
+
+def test_a_tokenizer_file_with_its_own_padding_draws_only_real_tokens(bert_dir, tmp_path):
+    import numpy as np
+
+    from attnexp.cli.maps import maps_cli
+
+    padded = with_fixed_padding(bert_dir, tmp_path / "padded")
+    out = tmp_path / "m"
+    assert maps_cli([f"hf={padded}", "text=the keys to the cabinet", "text_pair=where are the keys", f"out={out}"]) == 0
+    with np.load(tmp_path / "m" / "maps.npz") as z:
+        tokens, lengths = list(z["tokens"][0]), z["lengths"]
+    assert "[PAD]" not in tokens and lengths[0] == len(tokens) < 48, tokens
+    assert tokens[0] == "[CLS]" and tokens.count("[SEP]") == 2
+
+
+def test_training_with_a_padded_tokenizer_file_pads_only_batches(bert_dir, tmp_path):
+    from attnexp.data.tokenizer import get_tokenizer
+
+    padded = with_fixed_padding(bert_dir, tmp_path / "padded")
+    tok, _ = get_tokenizer(str(padded / "tokenizer.json"), None, tmp_path, {}, "wordpiece", 100, True, max_len=64)
+    lengths = {len(tok.encode(t).ids) for t in ("the cat", "the cat sat", "the cat sat on the mat")}
+    assert len(lengths) == 3 and max(lengths) < 48  # each text its own length: the batch collator pads, masked
+
+
+def test_a_checkpoint_with_only_a_vocab_txt_loads_its_tokenizer(bert_dir, tmp_path, monkeypatch):
+    import shutil
+
+    import numpy as np
+
+    from attnexp.cli.maps import maps_cli
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    from tokenizers import Tokenizer
+
+    old = tmp_path / "old_bert"
+    shutil.copytree(bert_dir, old)
+    vocab = Tokenizer.from_file(str(old / "tokenizer.json")).get_vocab()
+    (old / "vocab.txt").write_text("".join(f"{w}\n" for w, _ in sorted(vocab.items(), key=lambda kv: kv[1])))
+    (old / "tokenizer.json").unlink()  # what older BERT checkpoints hold: vocab.txt and a config
+    for folder, out in ((bert_dir, "new"), (old, "old")):
+        assert maps_cli([f"hf={folder}", "text=the keys to the cabinet", f"out={tmp_path / out}"]) == 0
+    with np.load(tmp_path / "new" / "maps.npz") as a, np.load(tmp_path / "old" / "maps.npz") as b:
+        assert list(a["tokens"][0]) == list(b["tokens"][0])
+        np.testing.assert_array_equal(a["weights"], b["weights"])
+    assert list((tmp_path / "cache" / "attnexp" / "hf-tokenizers").glob("tokenizer-*.json"))
