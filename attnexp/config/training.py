@@ -49,6 +49,7 @@ class OptimConfig:
     # kept when the run resumes (set it to stretch or shorten the schedule of a resumed run).
     total_steps: int | None = None
     nonfinite: str = "stop"  # a NaN/inf training loss: stop (status diverged) | skip (that batch's update)
+    freeze_encoder: bool = False  # train the task head only (a frozen pretrained encoder: task=classify)
 
     def validate(self) -> None:
         check(self.lr > 0, f"optim.lr={self.lr} must be positive (e.g. optim.lr=3e-3)")

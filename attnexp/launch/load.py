@@ -121,6 +121,8 @@ def load_run(cfg: DictConfig, started: float | None = None) -> Run:
     m, a, data = model_and_attention(cfg, data, trainer)
     t.validate(a)
     o.validate()
+    check(not o.freeze_encoder or t.name == "classify", "optim.freeze_encoder=true trains the task head alone, which "
+          "task=lm ties to the frozen embedding; use it with task=classify (a classifier on a frozen encoder)")
     top = from_dict(TopLevel, {k: cfg.get(k) for k in ("seed", "resume", "test", "threads")}, "")
     check(top.threads is None or top.threads >= 1, f"threads={top.threads} must be >= 1 (or null: automatic)")
     check_resume(top.resume, m, a, t)

@@ -15,11 +15,12 @@ if TYPE_CHECKING:
     from attnexp.maps.probe import Probe
 
 STAT_PREFIX = "stat_"
+START = -1  # the snapshot taken before training, kept in the viewer's epochs as -1 and shown as "start"
 
 
 def stem(epoch: int) -> str:
-    """A training snapshot's file stem: epochNNN(.npz, _exK.png)."""
-    return f"epoch{epoch:03d}"
+    """A training snapshot's file stem: start or epochNNN(.npz, _exK.png)."""
+    return "start" if epoch == START else f"epoch{epoch:03d}"
 
 
 def files(maps_dir: Path | str) -> list[Path]:

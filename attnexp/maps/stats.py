@@ -9,7 +9,8 @@ import numpy as np
 
 LABELS = {"entropy": "row entropy (nats)", "distance": "mean distance |i-j|", "first_token": "mass on the first token",
           "row_mass": "row mass (1 for softmax rows)", "sink_mass": "mass on no token",
-          "head_diversity": "diversity from the other heads (JS)", "alignment": "alignment with the required keys"}
+          "head_diversity": "diversity from the other heads (JS)", "alignment": "alignment with the required keys",
+          "drift": "change since training started (JS)"}
 
 
 def _rows(lengths, T):
@@ -71,6 +72,22 @@ def head_diversity(w, real, n_rows) -> np.ndarray:
             out[:, a] += d / (H - 1)
             out[:, b] += d / (H - 1)
     return out
+
+
+def js(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Jensen-Shannon divergence (nats, in [0, ln 2]) of rows of shares, over the last axis."""
+    m = 0.5 * (p + q)
+    return 0.5 * (_kl(p, m) + _kl(q, m))
+
+
+def drift(w: np.ndarray, start: np.ndarray, lengths) -> np.ndarray:
+    """(L, H): how far each head's maps moved from `start` (the same probe set's maps before
+    training): the Jensen-Shannon divergence between each real query row's shares then and now,
+    averaged (0: unchanged; ln 2 = 0.69: rows that share no key)."""
+    T = w.shape[-1]
+    real = _rows(lengths, T)[None, :, None, :]
+    d = js(shares(w), shares(start))  # (L, B, H, T)
+    return (d * real).sum((1, 3)) / _rows(lengths, T).sum()
 
 
 def _kl(p, q):

@@ -1,8 +1,9 @@
-"""AttentionMaps: a Lightning callback that, every `every_n_epochs`, computes the probe set's maps
-from the current weights, logs grids + per-head statistics to the configured loggers and saves
-them under <run>/maps/; at the end of training it writes a GIF per example and viewer.html.
-The maps themselves (probe, statistics, pictures, viewer) are attnexp.maps's; this is the
-training-time driver."""
+"""AttentionMaps: a Lightning callback that takes the probe set's maps when training starts (the
+`start` snapshot: the pretrained weights of a fine-tune, the initialisation otherwise) and every
+`every_n_epochs`, logs grids + per-head statistics to the configured loggers, including how far
+each head moved from its start (`drift`), and saves them under <run>/maps/; at the end of training
+it writes a GIF per example and viewer.html. The maps themselves (probe, statistics, pictures,
+viewer) are attnexp.maps's; this is the training-time driver."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ class AttentionMaps(L.Callback):
         self.shape: tuple[int, int] = (0, 0)  # layers, heads
         self.last_alignment: dict | None = None
         self._last = None  # the last snapshot's weights (maps.bertviz writes them at the end)
+        self._start = None  # the start snapshot's weights: each head's drift is measured from them
         self._resumed_epochs: list[int] = []
 
     def setup(self, trainer, pl_module, stage):
@@ -50,6 +52,14 @@ class AttentionMaps(L.Callback):
             self._resumed_epochs, self.last_alignment = state["epochs"], state["last_alignment"]
 
     def on_fit_start(self, trainer, pl_module):
+        if self.probe is None:
+            return
+        start = self.dir / f"{snapshot.stem(snapshot.START)}.npz"
+        if trainer.ckpt_path:  # a resumed run: its first part took the start; the model now is not the start
+            if start.is_file():
+                self._start = np.load(start, allow_pickle=False)["weights"].astype(np.float32)
+        elif trainer.is_global_zero:
+            self._take_start(trainer, pl_module)
         for epoch in self._resumed_epochs:
             npz = self.dir / f"{snapshot.stem(epoch)}.npz"
             if not npz.is_file():
@@ -62,6 +72,18 @@ class AttentionMaps(L.Callback):
                         self.frames.setdefault(b, []).append(Image.open(png).copy())
         self._resumed_epochs = []
 
+    def _take_start(self, trainer, pl_module) -> None:
+        """The maps before the first step: the reference every later snapshot's drift is measured from."""
+        w = attention_maps(pl_module.model, self.probe, trainer.datamodule.pad_id)
+        self._start = w
+        self.dir.mkdir(parents=True, exist_ok=True)
+        grids = snapshot.save(self.dir, snapshot.stem(snapshot.START), w, self.probe, stats.head_stats(w, self.probe.lengths),
+                              "start (before training)", self.cfg, epoch=snapshot.START, step=0)
+        self._add_to_viewer(snapshot.START, w)
+        if self.cfg.animation:
+            for b, (img, _) in enumerate(grids):
+                self.frames.setdefault(b, []).append(img)
+
     def on_validation_epoch_end(self, trainer, pl_module):
         if trainer.sanity_checking or self.probe is None or (trainer.current_epoch + 1) % self.cfg.every_n_epochs:
             return
@@ -70,6 +92,8 @@ class AttentionMaps(L.Callback):
             w = attention_maps(pl_module.model, self.probe, trainer.datamodule.pad_id)
             log.info("attention maps of epoch %d: %d examples", trainer.current_epoch, len(self.probe.ids))
             s = stats.head_stats(w, self.probe.lengths)
+            if self._start is not None and self._start.shape == w.shape:
+                s["drift"] = stats.drift(w, self._start, self.probe.lengths)
             scalars = stats.flat(s)
             scores = None
             if self.probe.targets:

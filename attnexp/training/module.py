@@ -35,6 +35,9 @@ class AttnexpModule(L.LightningModule):
         self.classify = self.tcfg.name == "classify"
         self.model = Transformer(self.mcfg, self.acfg, vocab_size, head="classify" if self.classify else "lm",
                                  num_classes=num_classes, pooling=self.tcfg.pooling)
+        if self.ocfg.freeze_encoder:  # a classifier on a frozen encoder: only the head's parameters train
+            for name, p in self.model.named_parameters():
+                p.requires_grad_(name.startswith("head."))
         # model.compile: a compiled view of the same modules for the training and evaluation steps; the
         # map probe (need_weights) and checkpoints use self.model itself (no `_orig_mod.` in state_dict).
         object.__setattr__(self, "forward_fn", torch.compile(self.model) if self.mcfg.compile else self.model)
@@ -51,6 +54,15 @@ class AttnexpModule(L.LightningModule):
         self.stage_prefix = {"train": "train", "val": "val", "test": "test"}
         self.schedule_steps: int | None = None  # the schedule's length, kept when a run resumes
         self.skipped = self._skips_in_a_row = 0  # optim.nonfinite=skip
+
+    def train(self, mode: bool = True):
+        """A frozen encoder stays in eval mode (no dropout) while its head trains."""
+        super().train(mode)
+        if self.ocfg.freeze_encoder:
+            for name, child in self.model.named_children():
+                if name != "head":
+                    child.eval()
+        return self
 
     @classmethod
     def from_configs(cls, m: ModelConfig, a: AttentionConfig, t: TaskConfig, o: OptimConfig, vocab_size: int,

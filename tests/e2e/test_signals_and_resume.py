@@ -77,10 +77,10 @@ def test_resumed_run_equals_the_uninterrupted_one(uninterrupted, stop_at, tmp_pa
     # the maps of the first part are kept: the viewer and the GIF cover all three epochs
     assert sorted(p.name for p in (tmp_path / "maps").glob("epoch*.npz")) == [f"epoch00{i}.npz" for i in range(3)]
     viewer = (tmp_path / "maps" / "viewer.html").read_text()
-    assert '"epochs": [0, 1, 2]' in viewer
+    assert '"epochs": [-1, 0, 1, 2]' in viewer  # -1: the start snapshot, before training
     from PIL import Image
 
-    assert Image.open(tmp_path / "maps" / "evolution_ex0.gif").n_frames == 3
+    assert Image.open(tmp_path / "maps" / "evolution_ex0.gif").n_frames == 4  # the start, then 3 epochs
 
 
 def test_same_seed_same_config_same_metrics(uninterrupted, tmp_path):

@@ -60,6 +60,17 @@ def test_statistics_on_known_maps():
     assert stats.alignment(prev, [[(2, 2), (3, 3)]])[0].tolist() == [1.0, 0.0]
 
 
+def test_drift_is_the_js_divergence_of_rows_from_the_start():
+    T = 4
+    causal = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]
+    diag = np.eye(T)
+    w0 = np.stack([causal, diag])[None, None]  # (L=1, B=1, H=2, T, T)
+    assert np.allclose(stats.drift(w0, w0, [T]), 0)
+    moved = np.stack([causal, np.roll(diag, 1, axis=1)])[None, None]  # head 1 now looks one key further right
+    d = stats.drift(moved, w0, [T])
+    assert d[0, 0] == 0 and np.isclose(d[0, 1], np.log(2))  # rows that share no key: ln 2
+
+
 def test_callback_writes_maps_and_logs_them(tmp_path):
     pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -77,14 +88,20 @@ def test_callback_writes_maps_and_logs_them(tmp_path):
     assert (maps / "evolution_ex0.gif").is_file() and (maps / "viewer.html").is_file()
     from PIL import Image
 
-    assert Image.open(maps / "evolution_ex0.gif").n_frames == 2
+    assert Image.open(maps / "evolution_ex0.gif").n_frames == 3  # the start snapshot, then 2 epochs
     ev = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"images": 0, "scalars": 0}).Reload()
     assert "attention_maps/example0" in ev.Tags()["images"]
     # on the steps of the epochs' validation metrics (Lightning's logging step: one less than global_step)
     assert [e.step for e in ev.Images("attention_maps/example0")] == [e.step for e in ev.Scalars("val/loss")]
     assert [e.step for e in ev.Scalars("val/loss")] == [s["metrics"]["history"][i]["step"] - 1 for i in range(2)]
-    for tag in ("attn/L0H0/entropy", "attn/L1H3/distance", "attn/L0H2/first_token", "attn/L1/head_diversity"):
+    for tag in ("attn/L0H0/entropy", "attn/L1H3/distance", "attn/L0H2/first_token", "attn/L1/head_diversity",
+                "attn/L1H2/drift"):
         assert tag in ev.Tags()["scalars"], tag
+    # the start snapshot (before the first step) is what each epoch's drift is measured from
+    start = np.load(maps / "start.npz", allow_pickle=False)
+    assert int(start["epoch"]) == -1 and "stat_drift" not in start
+    drift = [np.load(maps / f"epoch{e:03d}.npz")["stat_drift"] for e in range(2)]
+    assert (drift[0] > 0).all() and drift[1].mean() > drift[0].mean()  # training moves the maps, further in time
 
 
 def test_maps_from_given_texts_and_the_maps_command(tmp_path, capsys):

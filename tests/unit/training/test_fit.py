@@ -11,10 +11,7 @@ import torch
 
 from attnexp.api import load_run, train
 from attnexp.training.module import AttnexpModule
-from helpers.runs import (
-    compose_cfg,
-    options,
-)
+from helpers.runs import compose_cfg, options, run_of
 
 FAST = ["trainer.enable_progress_bar=false", "data.n_sentences=300", "logger=none"]
 
@@ -98,3 +95,19 @@ def test_every_attention_config_trains(variant, mask, tmp_path):
     cfg = compose_cfg([f"attention={variant}", f"attention.mask={mask}", "trainer.fast_dev_run=true", *FAST], tmp_path)
     s = train(load_run(cfg))
     assert s["status"] == "completed" and s["steps"] == 1
+
+
+def test_a_frozen_encoder_trains_the_head_alone(tmp_path):
+    import numpy as np
+
+    from attnexp.config import ConfigError
+
+    s = train(run_of(["task=classify", *FAST, "trainer.max_epochs=1", "optim.freeze_encoder=true", "maps.n_examples=2"],
+                     tmp_path))
+    start = torch.load(next((tmp_path / "checkpoints").glob("best-*.ckpt")), weights_only=True)["state_dict"]
+    assert s["status"] == "completed"
+    drift = np.load(tmp_path / "maps" / "epoch000.npz")["stat_drift"]
+    assert (drift == 0).all()  # the attention did not move: the encoder's weights are its start's
+    assert any(k.startswith("model.head.") for k in start)
+    with pytest.raises(ConfigError, match="optim.freeze_encoder=true trains the task head alone"):
+        run_of(["task=lm", "optim.freeze_encoder=true"])
