@@ -10,7 +10,7 @@ from attnexp.config import AttentionConfig, ModelConfig
 
 
 class Attention(nn.Module):
-    """Interface of every variant: `forward(x_BTD, mask, need_weights) -> (y_BTD, weights_BHTT | None)`.
+    """Interface of every variant: `forward(x_BTD, mask, need_weights, head_mask_H) -> (y_BTD, weights_BHTT | None)`.
 
     Subclasses set the class attributes, `forward`, and where they have rules of their own,
     `check_config`; the registry calls it when a config is validated."""
@@ -65,5 +65,8 @@ class Attention(nn.Module):
     def check_config(cls, a: AttentionConfig, m: ModelConfig) -> None:
         """Raise a ConfigError for settings this variant cannot run (options already filled in)."""
 
-    def forward(self, x_BTD: Tensor, mask: MaskSpec, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+    def forward(self, x_BTD: Tensor, mask: MaskSpec, need_weights: bool = False,
+                head_mask_H: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """head_mask_H: 1 keeps a head, 0 silences it (its output zeroed before the heads are
+        combined; its returned weights too): how head importance is measured."""
         raise NotImplementedError

@@ -35,12 +35,11 @@ class Block(nn.Module):
         self.drop = nn.Dropout(m.dropout)
 
     def forward(self, x_BTD, mask: MaskSpec, need_weights: bool = False, head_mask_H: Tensor | None = None):
-        kw = {} if head_mask_H is None else {"head_mask_H": head_mask_H}  # the fused family takes one (ablations)
         if self.post:
-            y, w = self.attn(x_BTD, mask, need_weights, **kw)
+            y, w = self.attn(x_BTD, mask, need_weights, head_mask_H)
             x_BTD = self.ln1(x_BTD + self.drop(y))
             return self.ln2(x_BTD + self.drop(self.mlp(x_BTD))), w
-        y, w = self.attn(self.ln1(x_BTD), mask, need_weights, **kw)
+        y, w = self.attn(self.ln1(x_BTD), mask, need_weights, head_mask_H)
         x_BTD = x_BTD + self.drop(y)
         return x_BTD + self.drop(self.mlp(self.ln2(x_BTD))), w
 

@@ -65,10 +65,17 @@ class Differential(MultiHead):
         q1, q2 = q.chunk(2, dim=-1)
         k1, k2 = k.chunk(2, dim=-1)
         kw = dict(backend=self.backend, dropout_p=self.cfg.dropout, training=self.training, need_weights=need_weights)
+        # eager (without dropout at work): the output from the signed map itself, so the probe's maps
+        # are the tensor it used (gradients reach them) and equal eager's to the bit
+        weights = need_weights or (self.backend == "eager" and not (self.training and self.cfg.dropout > 0))
+        kw["need_weights"] = weights
         out1, w1 = attend(q1, k1, v, mask, **kw)
         out2, w2 = attend(q2, k2, v, mask, **kw)
         lam = self.lam().to(out1.dtype)
-        return out1 - lam * out2, (w1 - lam * w2 if need_weights else None)
+        if weights:
+            w = w1 - lam * w2
+            return w @ v, (w if need_weights else None)
+        return out1 - lam * out2, None
 
     def finish(self, out_BHTD, x_BTD):
         return super().finish(self.head_norm(out_BHTD) * (1 - self.lambda_init), x_BTD)

@@ -23,7 +23,11 @@ class MultiHeadList(Attention):
         self.heads = nn.ModuleList(Head(d_model, d_model // n_heads, cfg) for _ in range(n_heads))
         self.out = nn.Linear(d_model, d_model)
 
-    def forward(self, x_BTD, mask, need_weights=False):
-        outs, ws = zip(*(h(x_BTD, mask, need_weights) for h in self.heads))
-        w_BHTT = torch.cat(ws, dim=1) if need_weights else None
-        return self.out(torch.cat(outs, dim=-1)), w_BHTT
+    def forward(self, x_BTD, mask, need_weights=False, head_mask_H=None):
+        keep = [1.0] * len(self.heads) if head_mask_H is None else head_mask_H.to(x_BTD.dtype)
+        if need_weights:  # the output from the returned maps themselves, so gradients reach them (explain.py)
+            w_BHTT = torch.cat([h(x_BTD, mask, True)[1] * keep[i] for i, h in enumerate(self.heads)], dim=1)
+            outs = [w_BHTT[:, i] @ h.v(x_BTD) for i, h in enumerate(self.heads)]
+            return self.out(torch.cat(outs, dim=-1)), w_BHTT
+        outs = [h(x_BTD, mask)[0] * keep[i] for i, h in enumerate(self.heads)]
+        return self.out(torch.cat(outs, dim=-1)), None

@@ -31,5 +31,8 @@ class SingleHead(Attention):
         super().__init__(d_model, n_heads, cfg)
         self.head = Head(d_model, d_model, cfg)
 
-    def forward(self, x_BTD, mask, need_weights=False):
-        return self.head(x_BTD, mask, need_weights)
+    def forward(self, x_BTD, mask, need_weights=False, head_mask_H=None):
+        out, w = self.head(x_BTD, mask, need_weights)
+        if head_mask_H is not None:  # its one head silenced
+            out, w = out * head_mask_H[0], None if w is None else w * head_mask_H[0]
+        return out, w

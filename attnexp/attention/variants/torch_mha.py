@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import torch.nn.functional as F
 from torch import nn
 
 from attnexp.attention.base import Attention
+from attnexp.attention.kernels import eager
 from attnexp.attention.registry import register
 
 
@@ -10,8 +12,9 @@ from attnexp.attention.registry import register
 class TorchMHA(Attention):
     """`torch.nn.MultiheadAttention` behind our interface.
 
-    Backend `eager` calls it with need_weights=True (its math path); `sdpa` with need_weights=False,
-    where PyTorch dispatches to scaled_dot_product_attention itself.
+    Backend `sdpa` calls the module itself (PyTorch dispatches to scaled_dot_product_attention);
+    `eager`, and the maps, run attnexp's eager kernel on the module's own projections
+    (`_with_weights`), so the test that sdpa equals eager holds nn.MultiheadAttention to them.
     """
 
     name = "torch_mha"
@@ -23,10 +26,26 @@ class TorchMHA(Attention):
         super().__init__(d_model, n_heads, cfg)
         self.mha = nn.MultiheadAttention(d_model, n_heads, dropout=cfg.dropout, batch_first=True)
 
-    def forward(self, x_BTD, mask, need_weights=False):
+    def forward(self, x_BTD, mask, need_weights=False, head_mask_H=None):
+        if need_weights or self.backend == "eager" or head_mask_H is not None:  # the module cannot silence a head
+            y, w = self._with_weights(x_BTD, mask, head_mask_H)
+            return y, (w if need_weights else None)
         B, T, _ = x_BTD.shape
         blocked = ~mask.allowed(T, x_BTD.device)  # (B|1, 1, T, T), True = may not attend
         blocked = blocked.expand(B, self.n_heads, T, T).reshape(B * self.n_heads, T, T)
-        want = need_weights or self.backend == "eager"
-        y, w = self.mha(x_BTD, x_BTD, x_BTD, attn_mask=blocked, need_weights=want, average_attn_weights=False)
-        return y, (w if need_weights else None)
+        y, _ = self.mha(x_BTD, x_BTD, x_BTD, attn_mask=blocked, need_weights=False)
+        return y, None
+
+    def _with_weights(self, x_BTD, mask, head_mask_H=None):
+        """The maps, and the output computed from them, with the module's own projections: the
+        weights nn.MultiheadAttention returns are a view taken after it used them, which no
+        gradient reaches (explain.py's gradient x attention needs one); the equivalence tests hold
+        this path to nn.MultiheadAttention's."""
+        m, (B, T, D), H = self.mha, x_BTD.shape, self.n_heads
+        qkv = F.linear(x_BTD, m.in_proj_weight, m.in_proj_bias).chunk(3, -1)
+        q, k, v = (t.view(B, T, H, D // H).transpose(1, 2) for t in qkv)
+        out, w = eager(q, k, v, mask, scale=(D // H) ** -0.5, dropout_p=m.dropout, training=self.training)
+        if head_mask_H is not None:
+            keep = head_mask_H.to(out.dtype)[None, :, None, None]
+            out, w = out * keep, w * keep
+        return m.out_proj(out.transpose(1, 2).reshape(B, T, D)), w

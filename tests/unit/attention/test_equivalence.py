@@ -186,3 +186,17 @@ def test_bf16_matches_fp32(name, backend, mode):
     assert y16.dtype == torch.bfloat16 or mode == "bf16-mixed"
     torch.testing.assert_close(y16.float()[valid], y32[valid], atol=0.15, rtol=0.05)
     torch.testing.assert_close(w16.float().sum(-1), torch.ones(w16.shape[:-1]), atol=0.02, rtol=0)
+
+
+@pytest.mark.parametrize("mask", MASKS)
+def test_torch_mha_maps_are_nn_multiheadattentions_own(mask):
+    """torch_mha draws its maps (and runs eager) with attnexp's kernel on the module's projections,
+    so that gradients reach them: they equal what nn.MultiheadAttention itself returns."""
+    mod = build("torch_mha", "eager", mask)
+    x, valid = torch.randn(B, T, D), pad_valid()
+    y, w = mod(x, spec(mod, mask, valid), need_weights=True)
+    blocked = ~spec(mod, mask, valid).allowed(T, x.device)
+    blocked = blocked.expand(B, H, T, T).reshape(B * H, T, T)
+    y_ref, w_ref = mod.mha(x, x, x, attn_mask=blocked, need_weights=True, average_attn_weights=False)
+    torch.testing.assert_close(w, w_ref, **close)
+    torch.testing.assert_close(y[valid], y_ref[valid], **close)

@@ -161,6 +161,30 @@ def test_returned_weights_are_the_ones_used(name, backend, mask):
         torch.testing.assert_close(output_from_weights(mod, x, w), y, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("name,backend", cases())
+def test_head_mask_silences_exactly_one_head(name, backend):
+    """head_mask_H (what head importance and ablations use): ones change nothing; a 0 zeroes that
+    head's weights and its share of the output, leaves every other head's weights alone; all 0s
+    leave an output that no longer depends on the input."""
+    mod = build(name, backend, "causal")
+    x, valid = torch.randn(B, T, D), pad_valid()
+    heads = 1 if name in ("dot_product", "single_head") else H
+    with torch.no_grad():
+        y, w = mod(x, spec(mod, "causal", valid), need_weights=True)
+        y1, _ = mod(x, spec(mod, "causal", valid), head_mask_H=torch.ones(heads))
+        torch.testing.assert_close(y1[valid], y[valid], **tol(backend))
+        off = torch.ones(heads)
+        off[-1] = 0
+        y0, w0 = mod(x, spec(mod, "causal", valid), need_weights=True, head_mask_H=off)
+        assert w0[:, -1].abs().max() == 0
+        torch.testing.assert_close(w0[:, :-1], w[:, :-1], atol=0, rtol=0)
+        torch.testing.assert_close(output_from_weights(mod, x, w0)[valid], y0[valid], atol=1e-5, rtol=1e-4)
+        assert not torch.allclose(y0[valid], y[valid])
+        none, _ = mod(x, spec(mod, "causal", valid), head_mask_H=torch.zeros(heads))
+        none2, _ = mod(torch.randn(B, T, D), spec(mod, "causal", valid), head_mask_H=torch.zeros(heads))
+        torch.testing.assert_close(none[valid], none2[valid], atol=1e-6, rtol=0)
+
+
 @pytest.mark.parametrize("name", list(attention.registered()))
 def test_mask_override_changes_behaviour(name):
     """attention.mask overrides every variant's default: bidirectional lets position 0 see the end."""
