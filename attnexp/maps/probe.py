@@ -3,6 +3,8 @@ through the weight-returning (eager) path of the very modules that train on SDPA
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,18 +40,27 @@ def probe_from(dm, texts: list[str], n_examples: int) -> Probe:
     return Probe(ids, [dm.decode(x) for x in ids], targets)
 
 
+@contextmanager
+def eval_mode(model) -> Iterator[None]:
+    """The model in eval mode for a pass, then every submodule back in the mode it was in: a frozen
+    encoder stays in eval mode under a training head (`model.train(was)` would switch it back on)."""
+    modes = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for m, mode in modes:
+            m.training = mode
+
+
 @torch.no_grad()
 def attention_maps(model, probe: Probe, pad_id: int) -> np.ndarray:
     """(L, B, H, T, T) float32: post-softmax weights; zero rows/cols beyond each example's length."""
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         device = next(model.parameters()).device
         ids, pad_mask = probe.batch(pad_id, device)
         types = None if probe.types is None else pad(probe.types, 0)[0].to(device)
         out = model(ids, pad_mask, need_weights=True, **({} if types is None else {"token_type_ids_BT": types}))
-    finally:
-        model.train(was_training)
     w = torch.stack(out.attn).float()  # (L, B, H, T, T)
     w = w * pad_mask[None, :, None, :, None] * pad_mask[None, :, None, None, :]
     return w.cpu().numpy()

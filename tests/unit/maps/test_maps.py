@@ -160,3 +160,21 @@ def test_viewer_renders_in_headless_chromium(tmp_path):
     yellow = ((px[:, 0] > 200) & (px[:, 1] > 200) & (px[:, 2] < 90)).sum()  # viridis(1.0): the diagonal
     purple = ((px[:, 0] < 90) & (px[:, 1] < 30) & (px[:, 2] > 60)).sum()  # viridis(0.0): the rest
     assert yellow > 500 and purple > 2000, (yellow, purple)
+
+
+def test_the_probe_leaves_a_frozen_encoder_in_eval_mode():
+    """A frozen encoder trains without dropout (AttnexpModule.train keeps it in eval mode); the map
+    probe used to end with `model.train(True)`, which switched it back on for the rest of the run
+    (failed before eval_mode restored each submodule's own mode)."""
+    from attnexp.config import OptimConfig, TaskConfig
+    from attnexp.maps.probe import Probe, attention_maps
+    from attnexp.training.module import AttnexpModule
+
+    m = AttnexpModule.from_configs(ModelConfig(n_layers=1, d_model=16, n_heads=2, max_len=8, dropout=0.1),
+                                   AttentionConfig(name="mha", mask="bidirectional"), TaskConfig(name="classify"),
+                                   OptimConfig(freeze_encoder=True), vocab_size=11, num_classes=3)
+    m.train()
+    before = {n: x.training for n, x in m.model.named_modules()}
+    assert before["head"] and not before["blocks"]
+    attention_maps(m.model, Probe([[1, 2, 3]], [["a", "b", "c"]]), pad_id=0)
+    assert {n: x.training for n, x in m.model.named_modules()} == before
