@@ -77,6 +77,13 @@ class MapsConfig:
     animation: bool = True  # maps/evolution_exK.gif at the end of training
     html: bool = True  # maps/viewer.html at the end of training
     bertviz: bool = False  # also bertviz's head_view / model_view pages of the probe set (pip install 'attnexp[hf]')
+    # What the heads do and which matter (attnexp.maps.analysis), with every snapshot:
+    roles: bool = True  # pattern scores and a role per head (previous, first, induction on causal models, ...)
+    importance: bool = False  # loss change with each head / layer silenced, on a fixed validation batch (L*H+L+1 forwards)
+    importance_examples: int = 64  # ...of this many validation examples
+    rollout: bool = True  # attention rollout through every layer (Abnar & Zuidema 2020)
+    flow: bool = False  # attention flow: exact max-flow, n^2 problems an example (costly; needs scipy)
+    relevance: bool = True  # classifiers: each token's relevance to the predicted / true class (Chefer et al. 2021)
 
     def validate(self) -> None:
         check(self.every_n_epochs >= 1, f"maps.every_n_epochs={self.every_n_epochs} must be >= 1")
@@ -85,6 +92,12 @@ class MapsConfig:
         check(self.viewer_tokens >= 2, f"maps.viewer_tokens={self.viewer_tokens} must be >= 2")
         one_of(self.long, ("blocks", "first"), "maps.long")
         one_of(self.scale, ("row", "head", "log", "linear"), "maps.scale")
+        check(self.importance_examples >= 1, f"maps.importance_examples={self.importance_examples} must be >= 1")
+        if self.flow:
+            import importlib.util
+
+            check(importlib.util.find_spec("scipy") is not None,
+                  "maps.flow=true needs scipy: pip install 'attnexp[explain]' (or set maps.flow=false)")
         if self.bertviz:
             import importlib.util
 

@@ -19,6 +19,7 @@ class Probe:
     tokens: list[list[str]]
     targets: list[list[tuple[int, int]]] = field(default_factory=list)  # (query, key) the task requires
     types: list[list[int]] | None = None  # token types (BERT's segment A = 0 / B = 1) of a text pair
+    labels: list[int] | None = None  # a classifier's true classes (validation examples; not given texts)
 
     @property
     def lengths(self) -> list[int]:
@@ -37,7 +38,8 @@ def probe_from(dm, texts: list[str], n_examples: int) -> Probe:
     items = dm.splits["val"][:n_examples]
     ids = [list(it["input_ids"]) for it in items]
     targets = [list(map(tuple, it.get("align", []))) for it in items] if any("align" in it for it in items) else []
-    return Probe(ids, [dm.decode(x) for x in ids], targets)
+    labels = [int(it["label"]) for it in items] if dm.task.name == "classify" else None
+    return Probe(ids, [dm.decode(x) for x in ids], targets, labels=labels)
 
 
 @contextmanager

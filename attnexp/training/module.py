@@ -96,6 +96,22 @@ class AttnexpModule(L.LightningModule):
         self._sums[stage] = sums if stage not in self._sums else self._sums[stage] + sums
         return loss
 
+    @torch.no_grad()
+    def evaluate(self, batch: dict, head_mask_LH: torch.Tensor | None = None) -> tuple[float, float]:
+        """(loss, accuracy) of the model in eval mode on one batch, with some heads silenced
+        (head_mask_LH: 1 keeps, 0 silences): head importance (attnexp.maps.importance)."""
+        from attnexp.maps.probe import eval_mode
+
+        with eval_mode(self.model):
+            dev = self.device
+            pad = batch["pad_mask"].to(dev) if batch.get("padded", True) else None
+            mask = None if head_mask_LH is None else head_mask_LH.to(dev)
+            logits = self.model(batch["input_ids"].to(dev), pad, head_mask_LH=mask).logits.float()
+            labels = batch["labels"].to(dev)
+            loss = F.cross_entropy(logits, labels) if self.classify else lm_loss(logits, labels)
+            acc = (logits.argmax(-1) == labels).sum() / (labels != IGNORE).sum().clamp_min(1)
+        return float(loss), float(acc)
+
     def log_epoch_metrics(self, stage: str) -> None:
         # Logged once an epoch: each self.log call costs ~1 ms of host time (Lightning deep-copies its
         # metadata every call), 6-7% of a tiny model's step on 2 CPU cores.
