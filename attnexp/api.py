@@ -69,7 +69,8 @@ def maps_source_checkpoint(ckpt: str, texts: list[str]):
             print(f"attnexp maps: {len(unknown)} word(s) of {t[:40]!r} are not in the vocabulary and became [UNK]: "
                   f"{', '.join(unknown[:10])}{' ...' if len(unknown) > 10 else ''}", file=sys.stderr)
     return Source(model, Probe(ids, [enc.decode(x) for x in ids]), enc.pad_id, path.name,
-                  int(data.get("epoch", 0)), path.parent.parent / "maps" / f"custom_{path.stem}")
+                  int(data.get("epoch", 0)), path.parent.parent / "maps" / f"custom_{path.stem}",
+                  first_word_id=enc.first_word_id)
 
 
 def maps_source_pretrained(source: str, texts: list[str], text_pairs: list[str]):
@@ -89,4 +90,6 @@ def maps_source_pretrained(source: str, texts: list[str], text_pairs: list[str])
     types = [e.type_ids for e in encs] if m.type_vocab_size else None
     probe = Probe([e.ids for e in encs], [e.tokens for e in encs], types=types)
     name = Path(source).name or source.replace("/", "_")
-    return Source(model.eval(), probe, tok.token_to_id("[PAD]") or 0, name, 0, Path("maps") / f"hf_{name}")
+    # GPT-2's one special token is its last id: random tokens for the induction probe start at 0
+    return Source(model.eval(), probe, tok.token_to_id("[PAD]") or 0, name, 0, Path("maps") / f"hf_{name}",
+                  first_word_id=0 if model.a.causal else None)

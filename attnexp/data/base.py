@@ -116,6 +116,14 @@ class TokenDataModule(L.LightningDataModule):
         self.cfg, self.task, self.causal, self.seed = cfg, task, causal, seed  # seed: the run's, for the batch order
         self.splits: dict[str, list[dict]] = {}
         self.num_classes: int | None = None
+        self._class_names: list[str] | None = None  # a subclass's names for its classes, where it has them
+
+    @property
+    def class_names(self) -> list[str] | None:
+        """What each class is called (the viewer's relevance view): the data's names, else 0, 1, ..."""
+        if self.num_classes is None:
+            return None
+        return self._class_names or [str(i) for i in range(self.num_classes)]
 
     @property
     def label_kind(self) -> str:

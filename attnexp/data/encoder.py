@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from attnexp.config import ConfigError
-from attnexp.data.vocab import BOS, EOS, PAD, Vocab, words
+from attnexp.data.vocab import BOS, EOS, PAD, WORD_SPECIALS, Vocab, words
 
 
 class TextEncoder:
@@ -24,6 +24,14 @@ class TextEncoder:
     @property
     def pad_id(self) -> int:
         return PAD if self.kind == "words" else self.tok.token_to_id("[PAD]")
+
+    @property
+    def first_word_id(self) -> int:
+        """The first id that is not a special token ([PAD], [CLS], ...): random-token inputs draw above it."""
+        if self.kind == "words":
+            return len(WORD_SPECIALS)
+        special = [i for i, t in self.tok.get_added_tokens_decoder().items() if t.special]
+        return max(special, default=-1) + 1
 
     def encode(self, text: str) -> list[int]:
         if self.kind == "words":

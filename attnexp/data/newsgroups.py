@@ -98,7 +98,7 @@ class NewsgroupsDataModule(TokenDataModule):
         self.run_dir = run_dir
         self.cache = Path(cfg.cache_dir).expanduser()
         self.timings: dict[str, float] = {}
-        self.num_classes = len(NAMES)
+        self.num_classes, self._class_names = len(NAMES), list(NAMES)
 
     def resolve_source(self) -> str:
         c = self.cfg

@@ -40,6 +40,7 @@ class ToyDataModule(TokenDataModule):
         self.vocab_size = len(self.vocab)
         self.encoder = TextEncoder("words", self.vocab.itos, self.cfg.lowercase, self.cfg.max_len)
         self.num_classes = 2 if self.cfg.corpus is None else None
+        self._class_names = ["singular", "plural"]  # the subject's number
 
         classify = self.task.name == "classify"
 

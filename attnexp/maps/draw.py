@@ -21,6 +21,8 @@ class Source:
     title: str
     epoch: int
     default_out: Path
+    first_word_id: int | None = None  # where random-token inputs (the induction probe) start; None: no induction
+    class_names: list[str] | None = None
 
 
 def free_folder(base: Path) -> Path:
@@ -46,14 +48,16 @@ def out_folder(out: str | None, default: Path) -> Path:
 def draw(src: Source, out: Path, view: MapsConfig, bertviz: bool = False, pretrained: bool = False) -> Path:
     """The probe set's maps through `src.model`, saved under `out`."""
     from attnexp.maps import snapshot, stats
+    from attnexp.maps.analysis import analyse, context_of
     from attnexp.maps.html import write_viewer
     from attnexp.maps.probe import attention_maps
 
     w = attention_maps(src.model, src.probe, pad_id=src.pad_id)
     title = f"{src.title} (pretrained)" if pretrained else src.title
-    snapshot.save(out, "maps", w, src.probe, stats.head_stats(w, src.probe.lengths), title, view)
-    write_viewer(out / "viewer.html", [(src.epoch, w)], src.probe.tokens, view.viewer_tokens, title=src.title,
-                 long=view.long, scale=view.scale)
+    a = analyse(src.model, src.probe, w, src.pad_id, view, context_of(src.model, src.probe, src.first_word_id))
+    snapshot.save(out, "maps", w, src.probe, stats.head_stats(w, src.probe.lengths), title, view, analysis=a)
+    write_viewer(out / "viewer.html", [(src.epoch, w, a)], src.probe.tokens, view.viewer_tokens, title=src.title,
+                 long=view.long, scale=view.scale, class_names=src.class_names)
     if bertviz:
         from attnexp.maps import bertviz_export
 

@@ -16,13 +16,21 @@ import json
 import re
 import zlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from attnexp.maps.view import SCALES, fit, is_signed, rows_note
 
+if TYPE_CHECKING:
+    from attnexp.maps.analysis import Analysis
+
 TEMPLATE = Path(__file__).with_name("viewer.html")
 K = 8  # keys kept per query row for the text view
+SCORE_LABELS = {  # the per-head scores of maps.analysis, as the viewer names them
+    "prev_token": "previous", "next_token": "next", "self": "self", "to_first": "first", "separator": "separator",
+    "punctuation": "punct.", "local": "local", "broadness": "broad", "induction": "induction",
+    "prev_token_rep": "prev. (repeated)", "importance": "Δloss silenced", "importance_acc": "Δacc silenced"}
 
 
 NO_KEY = 0xFFFF  # a top-K slot with no key the query can see (masked, or weight exactly 0): the text view skips it
@@ -57,8 +65,11 @@ class Viewer:
     """The viewer's data, built one snapshot at a time (only the compact form is kept: the heat maps
     at most `viewer_tokens` a side and the top-K keys of every query), written at the end."""
 
-    def __init__(self, tokens: list[list[str]], viewer_tokens: int, long: str = "blocks", signed: bool = False):
+    def __init__(self, tokens: list[list[str]], viewer_tokens: int, long: str = "blocks", signed: bool = False,
+                 class_names: list[str] | None = None):
         self.tokens, self.viewer_tokens, self.long, self.signed = tokens, viewer_tokens, long, signed
+        self.class_names = class_names
+        self.analysis: list[dict | None] = []  # per snapshot: roles, scores, rollout / flow, relevance, what was skipped
         self.epochs: list[int] = []
         self.heat: list[str] = []
         self.top_i: list[str] = []
@@ -70,8 +81,9 @@ class Viewer:
             labels, note = fit(np.zeros((len(toks), len(toks))), toks, viewer_tokens, long)[1:]
             self.examples.append({"tokens": toks, "labels": labels, "note": note, "m": len(labels)})
 
-    def add(self, epoch: int, w: np.ndarray) -> None:
-        """w: (L, B, H, T, T) weights of one snapshot."""
+    def add(self, epoch: int, w: np.ndarray, analysis: Analysis | None = None) -> None:
+        """w: (L, B, H, T, T) weights of one snapshot; analysis: what its heads do (maps.analysis)."""
+        self.analysis.append(None if analysis is None else self._analysis(analysis))
         hs, ti, tw, sc = [], [], [], []
         for b, toks in enumerate(self.tokens):
             n = len(toks)
@@ -94,19 +106,40 @@ class Viewer:
         self.top_w.append(pack(np.concatenate(tw)))
         self.spans.append(sc)
 
+    def _analysis(self, a: Analysis) -> dict:
+        """The viewer's share of an Analysis: roles and scores per head, rollout / flow pooled like the
+        heat maps (one byte a weight), each token's relevance (3 significant digits)."""
+        def pooled(ms):
+            if ms is None:
+                return None
+            return pack(np.concatenate([weight_bytes(fit(m, toks, self.viewer_tokens, self.long)[0], False).ravel()
+                                        for m, toks in zip(ms, self.tokens)]))
+
+        def digits(x):
+            return None if x is None else [float(f"{v:.3g}") for v in np.asarray(x, dtype=float).ravel()]
+
+        return {"roles": None if a.roles is None else [str(r) for r in np.asarray(a.roles).ravel()],
+                "scores": {k: digits(v) for k, v in a.scores.items()}, "layer_importance": digits(a.layer_importance),
+                "heads_90": a.heads_90, "rollout": pooled(a.rollout), "flow": pooled(a.flow),
+                "relevance": None if a.relevance is None else [
+                    {"pred": r["pred"], "true": r["true"], "p": digits(r["pred_scores"]), "t": digits(r["true_scores"])}
+                    for r in a.relevance],
+                "skipped": dict(a.skipped), "notes": dict(a.notes)}
+
     def write(self, path: Path, title: str, scale: str = "row", layers: int = 0, heads: int = 0) -> None:
         data = {"title": title, "layers": layers, "heads": heads, "epochs": self.epochs, "examples": self.examples,
                 "signed": self.signed, "rows": self.rows, "spans": self.spans, "K": K, "scales": SCALES, "scale": scale,
-                "heat": self.heat, "top_i": self.top_i, "top_w": self.top_w}
+                "heat": self.heat, "top_i": self.top_i, "top_w": self.top_w, "analysis": self.analysis,
+                "classes": self.class_names, "labels": SCORE_LABELS}
         page = fill(TEMPLATE.read_text(), {"__TITLE__": html.escape(title), "__DATA__": script_json(data)})
         path.write_text(page, encoding="utf-8")
 
 
-def write_viewer(path: Path, history: list[tuple[int, np.ndarray]], tokens: list[list[str]], viewer_tokens: int,
-                 title: str, long: str = "blocks", scale: str = "row") -> None:
-    """history: (epoch, maps (L, B, H, T, T)) per snapshot; tokens: per example (their real length)."""
-    v = Viewer(tokens, viewer_tokens, long, signed=any(is_signed(w) for _, w in history))
-    for epoch, w in history:
-        v.add(epoch, w)
+def write_viewer(path: Path, history: list[tuple], tokens: list[list[str]], viewer_tokens: int,
+                 title: str, long: str = "blocks", scale: str = "row", class_names: list[str] | None = None) -> None:
+    """history: (epoch, maps (L, B, H, T, T)[, Analysis]) per snapshot; tokens: per example (their real length)."""
+    v = Viewer(tokens, viewer_tokens, long, signed=any(is_signed(h[1]) for h in history), class_names=class_names)
+    for epoch, w, *a in history:
+        v.add(epoch, w, a[0] if a else None)
     L, _, H = history[0][1].shape[:3]
     v.write(path, title, scale, L, H)

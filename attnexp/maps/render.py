@@ -33,10 +33,13 @@ def heat(v_TT: np.ndarray, px: int, signed: bool) -> Image.Image:
 
 
 def grid(w_LHTT: np.ndarray, tokens: list[str], title: str, max_tokens: int = 64, head_scores=None,
-         scale: str = "row", long: str = "blocks") -> Image.Image:
-    """One example: a row per layer, a column per head; queries down, keys across."""
+         scale: str = "row", long: str = "blocks", head_labels=None, extra: list | None = None) -> Image.Image:
+    """One example: a row per layer, a column per head; queries down, keys across. head_labels:
+    (L, H) words after each head's name (its role); extra: (title, (n, n) map) panels drawn in a
+    last row, on the same colour scale (attention rollout and flow through every layer)."""
     L, H = w_LHTT.shape[:2]
     n = len(tokens)
+    extra = [(t, m) for t, m in (extra or []) if m is not None]
     w, labels, note = fit(w_LHTT, tokens, max_tokens, long)
     signed = is_signed(w)
     legend = (f"colour: {SCALES[scale]}" + (" (signed: blue < 0 < red)" if signed else "")
@@ -46,7 +49,8 @@ def grid(w_LHTT: np.ndarray, tokens: list[str], title: str, max_tokens: int = 64
 
         entropy = row_entropy(shares(w_LHTT[..., :n, :n])).mean(-1)  # (L, H), nats, of rows as shares whatever they sum to
         legend += f"; ent: mean row entropy in nats (uniform over {n} tokens: {np.log(n):.1f})"
-    base, lay = _canvas(tuple(t[:12] for t in labels), L, H, legend, signed)
+    rows = L + (1 if extra else 0)
+    base, lay = _canvas(tuple(t[:12] for t in labels), rows, max(H, len(extra)), legend, signed)
     img = base.copy()  # token labels are the slow part and never change: drawn once per probe example
     d = ImageDraw.Draw(img)
     d.text((8, 6), f"{title}{lay['sub']}", fill=INK, font=_font(12))
@@ -56,10 +60,15 @@ def grid(w_LHTT: np.ndarray, tokens: list[str], title: str, max_tokens: int = 64
         for head in range(H):
             x0, y0 = lay["origin"](layer, head)
             img.info["maps"].append((layer, head, x0, y0, len(labels) * lay["px"]))
-            name = f"L{layer} H{head}" + (f"  {head_scores[layer, head]:.2f}" if head_scores is not None else
-                                          "" if signed else f"  ent {entropy[layer, head]:.1f}")
+            name = f"L{layer} H{head}" + (f" {head_labels[layer][head]}" if head_labels is not None else "") + (
+                f"  {head_scores[layer, head]:.2f}" if head_scores is not None else
+                "" if signed else f"  ent {entropy[layer, head]:.1f}")
             d.text((x0, y0 - 15), name, fill=INK, font=lay["small"])
             img.paste(heat(v[head], lay["px"], signed), (x0, y0))
+    for i, (name, m) in enumerate(extra):
+        x0, y0 = lay["origin"](L, i)
+        d.text((x0, y0 - 15), name, fill=INK, font=lay["small"])
+        img.paste(heat(scaled(fit(m, tokens, max_tokens, long)[0][None], scale, False)[0], lay["px"], False), (x0, y0))
     return img
 
 
@@ -134,3 +143,71 @@ def gif(frames: list[Image.Image], path, ms_per_frame: int = 700) -> None:
     size = frames[0].size
     frames = [f if f.size == size else f.resize(size) for f in frames]
     frames[0].save(path, save_all=True, append_images=frames[1:], duration=ms_per_frame, loop=0)
+
+
+def importance(imp_LH: np.ndarray, layer_L: np.ndarray | None, title: str) -> Image.Image:
+    """Head importance as a layers x heads table of coloured cells (viridis over 0 .. the largest
+    loss change; a head whose silencing lowers the loss is drawn at 0), the loss change written in
+    each, and each layer's (every head silenced) at the end of its row."""
+    L, H = imp_LH.shape
+    font, small = _font(12), _font(11)
+    cell, left, top = 58, 40, 52
+    right = 96 if layer_L is not None else 8
+    img = Image.new("RGB", (max(left + H * cell + right, 430), top + L * cell + 30), BG)
+    d = ImageDraw.Draw(img)
+    d.text((8, 6), f"head importance · {title}", fill=INK, font=font)
+    d.text((8, 24), "validation loss increase with the head silenced (its output zeroed)", fill=GREY, font=small)
+    top_value = max(float(imp_LH.max()), 1e-12)
+    for layer in range(L):
+        d.text((8, top + layer * cell + cell / 2), f"L{layer}", fill=INK, font=small, anchor="lm")
+        for head in range(H):
+            v = float(imp_LH[layer, head])
+            rgb = tuple(int(c) for c in colours(np.array([max(v, 0.0) / top_value]), False)[0])
+            x0, y0 = left + head * cell, top + layer * cell
+            d.rectangle([x0, y0, x0 + cell - 2, y0 + cell - 2], fill=rgb)
+            ink = INK if sum(rgb) > 380 else BG
+            d.text((x0 + cell / 2, y0 + cell / 2), f"{v:+.3f}", fill=ink, font=small, anchor="mm")
+        if layer_L is not None:
+            d.text((left + H * cell + 8, top + layer * cell + cell / 2), f"layer {float(layer_L[layer]):+.3f}",
+                   fill=INK, font=small, anchor="lm")
+    for head in range(H):
+        d.text((left + head * cell + cell / 2, top + L * cell + 10), f"H{head}", fill=INK, font=small, anchor="mm")
+    return img
+
+
+ROLE_COLOURS = {"induction": (214, 39, 40), "previous": (31, 119, 180), "next": (174, 199, 232), "self": (148, 103, 189),
+                "first": (255, 127, 14), "separator": (44, 160, 44), "punctuation": (152, 223, 138),
+                "local": (23, 190, 207), "broad": (199, 199, 199), "mixed": (245, 245, 245)}
+
+
+def roles(roles_LH: np.ndarray, scores: dict[str, np.ndarray], title: str) -> Image.Image:
+    """Each head's role as a layers x heads table: a colour per role, the role's name and the score
+    that decided it (maps.roles.THRESHOLDS) in each cell; `mixed` heads show their largest pattern."""
+    from attnexp.maps.roles import SCORES, THRESHOLDS
+
+    L, H = roles_LH.shape
+    font, small = _font(12), _font(10)
+    cell, left, top = 66, 30, 52
+    img = Image.new("RGB", (max(left + H * cell + 8, 430), top + L * cell + 30), BG)
+    d = ImageDraw.Draw(img)
+    d.text((8, 6), f"head roles · {title}", fill=INK, font=font)
+    d.text((8, 24), "each head's pattern and the share of its rows' mass behind it (mixed: none reaches its threshold)",
+           fill=GREY, font=small)
+    for layer in range(L):
+        d.text((8, top + layer * cell + cell / 2), f"L{layer}", fill=INK, font=small, anchor="lm")
+        for head in range(H):
+            role = str(roles_LH[layer, head])
+            key = THRESHOLDS[role][0] if role in THRESHOLDS else max(
+                (k for k in SCORES if k in scores and k != "broadness"), key=lambda k: scores[k][layer, head], default=None)
+            rgb = ROLE_COLOURS.get(role, ROLE_COLOURS["mixed"])
+            x0, y0 = left + head * cell, top + layer * cell
+            d.rectangle([x0, y0, x0 + cell - 2, y0 + cell - 2], fill=rgb)
+            ink = INK if sum(rgb) > 380 else BG
+            d.text((x0 + cell / 2, y0 + cell / 2 - 8), role[:11], fill=ink, font=small, anchor="mm")
+            if key is not None:
+                label = key.replace("_token", "").replace("broadness", "broad")[:8]
+                d.text((x0 + cell / 2, y0 + cell / 2 + 8), f"{label} {float(scores[key][layer, head]):.2f}", fill=ink,
+                       font=small, anchor="mm")
+    for head in range(H):
+        d.text((left + head * cell + cell / 2, top + L * cell + 10), f"H{head}", fill=INK, font=small, anchor="mm")
+    return img

@@ -12,6 +12,7 @@ import numpy as np
 from attnexp.config import MapsConfig
 
 if TYPE_CHECKING:
+    from attnexp.maps.analysis import Analysis
     from attnexp.maps.probe import Probe
 
 STAT_PREFIX = "stat_"
@@ -45,24 +46,40 @@ def latest_head_stats(maps_dir: Path | str) -> dict[str, np.ndarray]:
     return head_stats(found[-1]) if found else {}
 
 
+def roles(path: Path | str) -> np.ndarray | None:
+    """The (L, H) role names a snapshot saved (maps.roles), or None."""
+    with np.load(path, allow_pickle=False) as z:
+        return np.asarray(z["roles"], dtype=str) if "roles" in z.files else None
+
+
 def save(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, head_stats: dict, title: str,
-                  view: MapsConfig, scores: np.ndarray | None = None, **meta) -> list:
+         view: MapsConfig, scores: np.ndarray | None = None, analysis: Analysis | None = None, **meta) -> list:
     """One snapshot of the probe set's maps, the same for the callback (epochNNN) and `attnexp maps`:
-    <stem>.npz (fp16 weights (L, B, H, T, T), tokens (B, T) and lengths (B,), stat_<name> (L, H),
-    alignment and `meta`) and a PNG grid per example, <stem>_exK.png. Returns (grid, PNG bytes) per
+    <stem>.npz (fp16 weights (L, B, H, T, T), tokens (B, T) and lengths (B,), stat_<name> (L, H):
+    the statistics and the analysis's scores, roles (L, H), rollout_exK / flow_exK (n, n),
+    relevance_*_exK, alignment and `meta`), <stem>_roles.png (maps.roles) and a PNG grid per
+    example, <stem>_exK.png, its heads
+    titled with their roles and a last row of rollout (and flow). Returns (grid, PNG bytes) per
     example: the paletted grid doubles as a GIF frame, the bytes go to the loggers as they are."""
     from attnexp.maps import render
 
-    extra = {**meta, **({"alignment": scores} if scores is not None else {})}
+    a = analysis
+    per_head = {**head_stats, **(a.scores if a else {})}
+    extra = {**meta, **({"alignment": scores} if scores is not None else {}), **(a.arrays() if a else {})}
     T = max(probe.lengths)  # tokens as a (B, T) string array padded with "": no pickled objects, np.load reads it safely
     np.savez_compressed(out_dir / f"{stem}.npz", weights=w.astype(np.float16), lengths=np.array(probe.lengths),
                         tokens=np.array([list(t) + [""] * (T - len(t)) for t in probe.tokens], dtype=str),
-                        **{f"{STAT_PREFIX}{k}": v for k, v in head_stats.items()}, **extra)
+                        **{f"{STAT_PREFIX}{k}": v for k, v in per_head.items()}, **extra)
+    if a is not None and a.roles is not None:
+        (out_dir / f"{stem}_roles.png").write_bytes(render.to_png(render.roles(a.roles, a.scores, title)))
     grids = []
     note = " · (alignment score)" if scores is not None else ""
     for b, toks in enumerate(probe.tokens):
+        panels = [("rollout (every layer)", a.rollout[b] if a.rollout else None),
+                  ("flow (every layer)", a.flow[b] if a.flow else None)] if a else []
         img = render.to_palette(render.grid(w[:, b], toks, f"{title} · example {b}{note}", view.max_tokens,
-                                            head_scores=scores, scale=view.scale, long=view.long))
+                                            head_scores=scores, scale=view.scale, long=view.long,
+                                            head_labels=None if a is None else a.roles, extra=panels))
         png = render.to_png(img)
         (out_dir / f"{stem}_ex{b}.png").write_bytes(png)
         grids.append((img, png))

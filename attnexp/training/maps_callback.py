@@ -7,6 +7,7 @@ viewer) are attnexp.maps's; this is the training-time driver."""
 
 from __future__ import annotations
 
+import io
 import logging
 from pathlib import Path
 
@@ -15,8 +16,10 @@ import numpy as np
 from lightning.pytorch.utilities import rank_zero_only
 from PIL import Image
 
+from attnexp import attention
 from attnexp.config import ALIGN_BEST, MapsConfig
 from attnexp.maps import render, snapshot, stats
+from attnexp.maps.analysis import Analysis, Context, analyse, analysis_from, induction_input
 from attnexp.maps.html import Viewer
 from attnexp.maps.probe import Probe, attention_maps, probe_from
 from attnexp.maps.view import is_signed
@@ -36,11 +39,14 @@ class AttentionMaps(L.Callback):
         self._last = None  # the last snapshot's weights (maps.bertviz writes them at the end)
         self._start = None  # the start snapshot's weights: each head's drift is measured from them
         self._resumed_epochs: list[int] = []
+        self._ctx: Context | None = None  # what the analysis needs besides the maps (built once)
+        self._class_names: list[str] | None = None
 
     def setup(self, trainer, pl_module, stage):
         self._stage = stage  # runs before a checkpoint is restored
         if self.probe is None and trainer.datamodule is not None:
             self.probe = probe_from(trainer.datamodule, self.cfg.texts, self.cfg.n_examples)
+            self._class_names = getattr(trainer.datamodule, "class_names", None)
 
     # A resumed run picks up the snapshots of its earlier part from <run>/maps/, so the viewer and
     # the GIFs cover the whole run; only the list of epochs travels in the checkpoint.
@@ -64,7 +70,8 @@ class AttentionMaps(L.Callback):
             npz = self.dir / f"{snapshot.stem(epoch)}.npz"
             if not npz.is_file():
                 continue
-            self._add_to_viewer(epoch, np.load(npz, allow_pickle=False)["weights"])
+            with np.load(npz, allow_pickle=False) as z:
+                self._add_to_viewer(epoch, z["weights"], analysis_from(z))
             if self.cfg.animation:
                 for b in range(len(self.probe.tokens)):
                     png = self.dir / f"{snapshot.stem(epoch)}_ex{b}.png"
@@ -77,9 +84,10 @@ class AttentionMaps(L.Callback):
         w = attention_maps(pl_module.model, self.probe, trainer.datamodule.pad_id)
         self._start = w
         self.dir.mkdir(parents=True, exist_ok=True)
+        a = self.analyse(trainer, pl_module, w)
         grids = snapshot.save(self.dir, snapshot.stem(snapshot.START), w, self.probe, stats.head_stats(w, self.probe.lengths),
-                              "start (before training)", self.cfg, epoch=snapshot.START, step=0)
-        self._add_to_viewer(snapshot.START, w)
+                              "start (before training)", self.cfg, analysis=a, epoch=snapshot.START, step=0)
+        self._add_to_viewer(snapshot.START, w, a)
         if self.cfg.animation:
             for b, (img, _) in enumerate(grids):
                 self.frames.setdefault(b, []).append(img)
@@ -94,7 +102,8 @@ class AttentionMaps(L.Callback):
             s = stats.head_stats(w, self.probe.lengths)
             if self._start is not None and self._start.shape == w.shape:
                 s["drift"] = stats.drift(w, self._start, self.probe.lengths)
-            scalars = stats.flat(s)
+            a = self.analyse(trainer, pl_module, w)
+            scalars = {**stats.flat({**s, **a.scores}), **a.scalars()}
             scores = None
             if self.probe.targets:
                 scores = stats.alignment(w, self.probe.targets)
@@ -105,24 +114,55 @@ class AttentionMaps(L.Callback):
                 scalars.update(stats.flat({"alignment": scores}, prefix="align"))
             for lg in trainer.loggers:  # straight to the loggers: ~50 scalars through self.log cost ~20 ms an epoch
                 lg.log_metrics(scalars, step=logger_step(trainer))
-            self.save(trainer, w, s, scores)
+            self.save(trainer, w, s, scores, a)
         if self.probe.targets:  # every rank logs it, so checkpoint.monitor=align/best works everywhere
             pl_module.log(ALIGN_BEST, trainer.strategy.broadcast(best, src=0), on_epoch=True)
 
+    def context(self, trainer, pl_module) -> Context:
+        """Built once: the induction input (causal models), the classifier's pooling and the probe's
+        labels, and `loss_of` on a fixed validation batch when maps.importance is on."""
+        if self._ctx is None:
+            dm, a = trainer.datamodule, pl_module.acfg
+            induction = (induction_input(self.probe.ids[0][0], dm.first_word_id, dm.vocab_size, pl_module.mcfg.max_len)
+                         if a.causal and self.cfg.roles else None)
+            loss_of = None
+            if self.cfg.importance and dm.splits.get("val"):
+                batch = dm.collator(per_epoch=False)(dm.splits["val"][: self.cfg.importance_examples])
+
+                def loss_of(head_mask_LH):
+                    return pl_module.evaluate(batch, head_mask_LH)
+            self._ctx = Context(causal=a.causal, rows=attention.get(a.name).rows, induction_ids=induction,
+                                classify=pl_module.classify, pooling=pl_module.model.pooling, labels=self.probe.labels,
+                                loss_of=loss_of, type_ids=self.probe.types)
+        return self._ctx
+
+    def analyse(self, trainer, pl_module, w: np.ndarray) -> Analysis:
+        return analyse(pl_module.model, self.probe, w, trainer.datamodule.pad_id, self.cfg, self.context(trainer, pl_module))
+
     @rank_zero_only
-    def save(self, trainer, w: np.ndarray, s: dict, scores) -> None:
+    def save(self, trainer, w: np.ndarray, s: dict, scores, a: Analysis) -> None:
         epoch, step = trainer.current_epoch, trainer.global_step
         self.dir.mkdir(parents=True, exist_ok=True)
         grids = snapshot.save(self.dir, snapshot.stem(epoch), w, self.probe, s, f"epoch {epoch} (step {step})", self.cfg,
-                              scores, epoch=epoch, step=step)
-        self._add_to_viewer(epoch, w)
+                              scores, analysis=a, epoch=epoch, step=step)
+        self._add_to_viewer(epoch, w, a)
         self._last = w
         for b, (img, png) in enumerate(grids):
             if self.cfg.animation:
                 self.frames.setdefault(b, []).append(img)
             if self.cfg.images_to_logger:
                 log_image(trainer.loggers, f"attention_maps/example{b}", img, png, logger_step(trainer))
-        log_stats_table(trainer, s, logger_step(trainer))
+        roles_png = self.dir / f"{snapshot.stem(epoch)}_roles.png"
+        if self.cfg.images_to_logger and roles_png.is_file():
+            png = roles_png.read_bytes()
+            log_image(trainer.loggers, "head_roles", Image.open(io.BytesIO(png)), png, logger_step(trainer))
+        if "importance" in a.scores:
+            img = render.importance(a.scores["importance"], a.layer_importance, f"epoch {epoch} (step {step})")
+            png = render.to_png(img)
+            (self.dir / f"{snapshot.stem(epoch)}_importance.png").write_bytes(png)
+            if self.cfg.images_to_logger:
+                log_image(trainer.loggers, "head_importance", img, png, logger_step(trainer))
+        log_stats_table(trainer, {**s, **a.scores}, logger_step(trainer), a.roles)
 
     def on_fit_end(self, trainer, pl_module):
         self.finish(trainer)
@@ -141,13 +181,14 @@ class AttentionMaps(L.Callback):
 
             bertviz_export.write(self.dir, self._last, self.probe)
 
-    def _add_to_viewer(self, epoch: int, w: np.ndarray) -> None:
+    def _add_to_viewer(self, epoch: int, w: np.ndarray, a: Analysis | None = None) -> None:
         if not self.cfg.html:
             return
         if self.viewer is None:  # signed or not is the variant's, fixed by the first snapshot
-            self.viewer = Viewer(self.probe.tokens, self.cfg.viewer_tokens, self.cfg.long, signed=is_signed(w))
+            self.viewer = Viewer(self.probe.tokens, self.cfg.viewer_tokens, self.cfg.long, signed=is_signed(w),
+                                 class_names=self._class_names)
             self.shape = (w.shape[0], w.shape[2])
-        self.viewer.add(epoch, w)
+        self.viewer.add(epoch, w, a)
 
 
 def logger_step(trainer) -> int:
@@ -156,9 +197,11 @@ def logger_step(trainer) -> int:
     return trainer.fit_loop.epoch_loop._batches_that_stepped
 
 
-def log_stats_table(trainer, s: dict, step: int) -> None:
-    """One table row per head (wandb's Table: heads sorted and filtered in the UI)."""
+def log_stats_table(trainer, s: dict, step: int, roles: np.ndarray | None = None) -> None:
+    """One table row per head, its role beside its scores (wandb's Table: sorted and filtered in the UI)."""
     names = list(s)
     L, H = s[names[0]].shape
-    rows = [[step, layer, head, *(float(s[k][layer, head]) for k in names)] for layer in range(L) for head in range(H)]
-    log_table(trainer.loggers, "attention_head_stats", ["step", "layer", "head", *names], rows, step)
+    rows = [[step, layer, head, *([str(roles[layer, head])] if roles is not None else []),
+             *(float(s[k][layer, head]) for k in names)] for layer in range(L) for head in range(H)]
+    columns = ["step", "layer", "head", *(["role"] if roles is not None else []), *names]
+    log_table(trainer.loggers, "attention_head_stats", columns, rows, step)

@@ -100,3 +100,28 @@ def test_the_text_view_leaves_out_the_keys_a_causal_query_cannot_see(tmp_path):
     assert "t0 (0) attends most to: t0 (0) 1.00" in hover and "t1" not in hover, hover
     hover = dump_dom(page, "view=text&token=2").split('id="hover">', 1)[1].split("</div>", 1)[0]
     assert all(f"t{k}" in hover for k in range(3)) and "t3" not in hover and "0.00" not in hover, hover
+
+
+def test_roles_class_names_and_relevance_from_strangers_stay_text_in_every_analysis_view(tmp_path):
+    from attnexp.maps.analysis import Analysis
+
+    n = 4
+    w = diagonal(n)
+    a = Analysis(scores={"prev_token": np.zeros((1, 2)), "importance": np.array([[0.3, 0.0]])},
+                 roles=np.array([[f"self{PAYLOAD}", "broad"]]), layer_importance=np.array([0.5]),
+                 rollout=[np.eye(n)],
+                 relevance=[{"pred": 1, "pred_scores": np.array([0, 0.2, 1.0, 0]), "true": 0, "true_scores": np.zeros(n)}],
+                 skipped={"flow": f"a reason {PAYLOAD}"})
+    page = tmp_path / "viewer.html"
+    write_viewer(page, [(0, w, a)], [["[CLS]", "a", "b", "[SEP]"]], 64, title="t",
+                 class_names=[f"</script>{PAYLOAD}", f"sci.{PAYLOAD}"])
+    for view in ("relevance", "rollout", "grid", "text"):
+        dom = dump_dom(page, f"view={view}")
+        assert 'data-rendered="yes"' in dom, f"{view}: the page never drew: {dom[-600:]}"
+        assert not injected(dom), view
+        assert "heads carrying 90% of the importance: 1 of 2" in dom, view
+        assert "a reason &lt;img src=x" in dom, view  # why flow is absent, as text
+        assert "H0 · self&lt;img src=x" in dom, view  # the role, in the head menu, as text
+    assert "L0 H0 · self&lt;img src=x" in dump_dom(page, "view=grid")  # and in the grid's captions
+    dom = dump_dom(page, "view=relevance")
+    assert "relevance to class sci.&lt;img src=x" in dom  # the predicted class's name, as text

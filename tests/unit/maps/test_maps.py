@@ -75,7 +75,7 @@ def test_callback_writes_maps_and_logs_them(tmp_path):
     pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    cfg = compose_cfg([*QUICK, "logger=tensorboard"], tmp_path)
+    cfg = compose_cfg([*QUICK, "logger=tensorboard", "maps.importance=true"], tmp_path)
     s = train(load_run(cfg))
     maps = tmp_path / "maps"
     for epoch in range(2):
@@ -95,8 +95,14 @@ def test_callback_writes_maps_and_logs_them(tmp_path):
     assert [e.step for e in ev.Images("attention_maps/example0")] == [e.step for e in ev.Scalars("val/loss")]
     assert [e.step for e in ev.Scalars("val/loss")] == [s["metrics"]["history"][i]["step"] - 1 for i in range(2)]
     for tag in ("attn/L0H0/entropy", "attn/L1H3/distance", "attn/L0H2/first_token", "attn/L1/head_diversity",
-                "attn/L1H2/drift"):
+                "attn/L1H2/drift", "attn/L0H1/prev_token", "attn/L1H0/induction", "attn/L0H3/importance",
+                "attn/L1/layer_importance", "attn/heads_90", "attn/induction_best"):
         assert tag in ev.Tags()["scalars"], tag
+    assert len(ev.Images("head_importance")) == 2 and (maps / "epoch001_importance.png").is_file()
+    assert len(ev.Images("head_roles")) == 2 and (maps / "epoch001_roles.png").is_file() and (maps / "start_roles.png").is_file()
+    last = np.load(maps / "epoch001.npz", allow_pickle=False)
+    assert last["roles"].shape == (2, 4) and last["stat_importance"].shape == (2, 4) and "rollout_ex1" in last
+    assert last["rollout_ex1"].shape == (last["lengths"][1],) * 2
     # the start snapshot (before the first step) is what each epoch's drift is measured from
     start = np.load(maps / "start.npz", allow_pickle=False)
     assert int(start["epoch"]) == -1 and "stat_drift" not in start
@@ -132,7 +138,24 @@ def test_wandb_offline_gets_images_and_a_table(tmp_path, monkeypatch):
     root = runs[0] / "files" / "media"
     media = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()]
     assert any(n.startswith("images/attention_maps/example0") and n.endswith(".png") for n in media), media
-    assert any(n.startswith("table/attention_head_stats") and n.endswith(".table.json") for n in media), media
+    tables = [p for p in root.rglob("*.table.json") if "attention_head_stats" in p.name]
+    assert tables, media
+    import json
+
+    table = json.loads(tables[0].read_text())
+    assert table["columns"][:4] == ["step", "layer", "head", "role"] and "prev_token" in table["columns"]
+
+
+def test_a_classifier_run_logs_each_tokens_relevance_to_its_classes(tmp_path):
+    cfg = compose_cfg([*QUICK, "logger=none", "task=classify", "trainer.max_epochs=1"], tmp_path)
+    train(load_run(cfg))
+    d = np.load(tmp_path / "maps" / "epoch000.npz", allow_pickle=False)
+    for b in range(2):
+        n = d["lengths"][b]
+        assert d[f"relevance_pred_scores_ex{b}"].shape == (n,) and d[f"relevance_true_scores_ex{b}"].shape == (n,)
+        assert int(d[f"relevance_pred_ex{b}"][0]) in (0, 1) and np.isfinite(d[f"relevance_pred_scores_ex{b}"]).all()
+    page = (tmp_path / "maps" / "viewer.html").read_text()
+    assert '"singular"' in page and '"plural"' in page  # the class names the viewer shows
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
