@@ -5,9 +5,6 @@
 - agreement: `experiment=toy_agreement`; the grid of one example (heads scored on how much the
   [BOS] token looks at the subject) and a table of every head: its alignment, and the validation
   accuracy lost when it alone, or its whole layer, is silenced (agreement.json).
-- hf: `attnexp maps hf=...` of a tiny randomly initialised BERT built locally (tests/hf_tiny.py;
-  no download here), with a sentence pair: the picture of the README's pretrained example, and
-  a screenshot of the bertviz head view it exports.
 - newsgroups: a grid of a 20 Newsgroups post and two screenshots of the viewer (map and text
   views, headless Chromium), from a run of `experiment=newsgroups` (given with --newsgroups-run,
   or trained here: about 10 minutes on 2 CPU cores).
@@ -132,24 +129,9 @@ def newsgroups(report: dict, run_dir: Path | None, example: int) -> None:
     print("newsgroups", json.dumps(report["newsgroups"]))
 
 
-def pretrained(report: dict) -> None:
-    sys.path.insert(0, str(REPO / "tests"))
-    from hf_tiny import tiny_bert
-
-    work = Path(tempfile.mkdtemp(prefix="readme-hf-"))
-    model = tiny_bert(work / "tiny-bert")
-    out = work / "maps"
-    subprocess.run([sys.executable, "-m", "attnexp", "maps", f"hf={model}", "text=the keys to the cabinet are on the table",
-                    "text_pair=the cat sat on the mat", f"out={out}", "bertviz=true"], cwd=REPO, check=True, capture_output=True)
-    shutil.copy(out / "maps_ex0.png", OUT / "hf_tiny_bert.png")
-    screenshot((out / "bertviz_head_view_ex0.html").as_uri(), OUT / "hf_tiny_bert_bertviz.png", "520,560")
-    report["hf"] = {"model": "tiny random BERT (tests/hf_tiny.py): 2 layers, 4 heads, d=32"}
-    print("hf", json.dumps(report["hf"]))
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--parts", default="synthetic,agreement,hf,newsgroups")
+    ap.add_argument("--parts", default="synthetic,agreement,newsgroups")
     ap.add_argument("--newsgroups-run", type=Path, help="a finished experiment=newsgroups run folder to draw from")
     ap.add_argument("--example", type=int, default=2, help="which probe example of the 20NG run")
     args = ap.parse_args()
@@ -161,8 +143,6 @@ def main() -> None:
         synthetic(report)
     if "agreement" in parts:
         agreement(report)
-    if "hf" in parts:
-        pretrained(report)
     if "newsgroups" in parts:
         newsgroups(report, args.newsgroups_run, args.example)
     path.write_text(json.dumps(report, indent=2) + "\n")

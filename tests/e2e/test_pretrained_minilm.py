@@ -50,3 +50,24 @@ def test_its_weights_are_transformers_own(drawn):
 def test_its_bertviz_pages_are_a_few_megabytes(drawn):
     sizes = {p.name: p.stat().st_size for p in drawn.glob("bertviz_*.html")}
     assert len(sizes) == 2 and all(s < 4_000_000 for s in sizes.values()), sizes
+
+
+def test_its_previous_and_next_token_heads_are_found():
+    """BERT-family encoders have heads that attend to the previous / next token (Clark et al. 2019);
+    attnexp's role scores find this model's: L0H2 (previous, ~1.0) and L1H8 (next, ~0.7), the same
+    two that scripts/minilm_heads.py finds on 300 20 Newsgroups sentences."""
+    pytest.importorskip("transformers")
+    from attnexp.api import maps_source_pretrained
+    from attnexp.maps import roles
+    from attnexp.maps.probe import attention_maps
+
+    texts = ["The keys to the cabinet are on the table.", "I have been running Linux on my laptop for two years.",
+             "Does anyone know where to find the drivers for this card?", "The game went into overtime after a late goal.",
+             "Thanks in advance for any help you can give me.", "The launch was delayed because of the weather."]
+    src = maps_source_pretrained(str(MODEL), texts, [])
+    w = attention_maps(src.model, src.probe, src.pad_id)
+    scores = roles.pattern_scores(w, src.probe.lengths, src.probe.tokens, causal=False)
+    assigned = roles.assign(scores)
+    assert [(int(a), int(b)) for a, b in zip(*np.nonzero(assigned == "previous"))] == [(0, 2)]
+    assert scores["prev_token"][0, 2] > 0.95
+    assert [(int(a), int(b)) for a, b in zip(*np.nonzero(assigned == "next"))] == [(1, 8)]
