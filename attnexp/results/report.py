@@ -2,7 +2,8 @@
 no network) a researcher can open, print or attach: the comparison table (groups of seeds with
 mean, std, n, 95% interval and Welch's p against the best), the monitored metric over training
 steps per group (mean line, seed band), final quality against throughput and against peak memory,
-the per-head statistics the map callback logs compared across groups, and every run with its
+the per-head statistics the map callback logs compared across groups, how many heads carry 90% of
+the importance and which roles the heads took per group, and every run with its
 status and a link to its attention-map viewer. Failed, diverged, pruned and killed runs are
 listed as such, never dropped."""
 
@@ -137,6 +138,61 @@ def head_stats(t: Table) -> str:
                               f"group): {legend}.")
 
 
+def _last_analysis(run: dict) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(importance (L, H) or None, roles (L, H) or None) of a run's last snapshot."""
+    maps = (run.get("attention_maps") or {}).get("dir")
+    found = snapshot.files(maps) if isinstance(maps, str) else []
+    if not found:
+        return None, None
+    return snapshot.head_stats(found[-1]).get("importance"), snapshot.roles(found[-1])
+
+
+def importance_and_roles(t: Table) -> str:
+    """Per group: how many heads carry 90% of the total importance (maps.importance: the loss
+    increase with each head silenced) in each run's last snapshot, the cumulative share of the
+    importance against heads (most important first, mean over seeds), and how many heads took each
+    role (maps.roles)."""
+    import matplotlib.pyplot as plt
+
+    from attnexp.maps.analysis import IMPORTANCE_SHARE
+    from attnexp.maps.importance import heads_for_share
+
+    rows, curves_, role_rows = [], [], []
+    for st, idx in t.groups():
+        found = [_last_analysis(t.runs[i][1]) for i in idx]
+        imps = [imp for imp, _ in found if imp is not None]
+        if imps:
+            counts = [heads_for_share(imp, IMPORTANCE_SHARE) for imp in imps]
+            rows.append({"group": group_label(st), "runs": len(imps), "heads": imps[0].size,
+                         "heads carrying 90%": f"{np.mean(counts):.1f} ± {np.std(counts):.1f}" if len(counts) > 1
+                         else f"{counts[0]}", "range": f"{min(counts)}-{max(counts)}"})
+            shares = [np.cumsum(v) / max(v.sum(), 1e-12) for v in
+                      (np.sort(np.clip(imp.ravel(), 0, None))[::-1] for imp in imps if imp.size == imps[0].size)]
+            curves_.append((group_label(st), np.mean(shares, 0)))
+        names = [str(r) for _, roles in found if roles is not None for r in roles.ravel()]
+        if names:
+            role_rows.append({"group": group_label(st), **{k: names.count(k) for k in sorted(set(names))}})
+    parts = []
+    if rows:
+        fig, ax = plt.subplots(figsize=(6, 3.4))
+        for color, (label, c) in zip(plt.cm.tab10.colors * 3, curves_):
+            ax.plot(np.arange(1, len(c) + 1), c, color=color, marker=".", label=label)
+        ax.axhline(IMPORTANCE_SHARE, color="grey", lw=0.8, ls="--")
+        ax.set_xlabel("heads, most important first")
+        ax.set_ylabel("share of the total importance")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        parts += [_table(list(rows[0]), rows),
+                  _figure(_svg(fig), "Head importance (validation loss increase with one head silenced, each run's last "
+                                     "epoch): the cumulative share carried by the most important heads, mean over a "
+                                     "group's seeds; the dashed line is 90%.")]
+    if role_rows:
+        cols = ["group", *sorted({k for r in role_rows for k in r if k != "group"})]
+        parts += ["<p class=note>Heads per role in each run's last snapshot, summed over a group's seeds "
+                  "(attnexp.maps.roles):</p>", _table(cols, [{c: r.get(c, 0) for c in cols} for r in role_rows])]
+    return "".join(parts)
+
+
 def _table(cols: list[str], rows: list[dict], best_mark: bool = False) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
     body = []
@@ -204,6 +260,8 @@ def write_report(path: Path, t: Table, cols: list[str], rows: list[dict], gcols:
                   "\"~\" marks a difference within noise (p &gt; 0.05).</p>", _table(gcols, grows, best_mark=True)]
     parts += ["<h2>Training curves</h2>", curves(t), "<h2>Quality, throughput and memory</h2>", tradeoffs(t),
               "<h2>What the heads do</h2>", head_stats(t) or "<p class=note>no attention maps in these runs</p>",
+              "<h2>Which heads matter</h2>", importance_and_roles(t) or "<p class=note>no head importance or roles in "
+                                                                         "these runs (maps.importance=true)</p>",
               "<h2>Every run</h2>", runs_table(t, path)]
     page = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>attnexp report</title><style>{CSS}</style>"
             f"</head><body>{''.join(parts)}</body></html>")

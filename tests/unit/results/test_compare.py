@@ -128,3 +128,27 @@ def test_compare_says_which_sweep_it_picked(two_runs, tmp_path, monkeypatch, cap
     monkeypatch.chdir(tmp_path)
     assert compare_cli([]) == 0
     assert "attnexp compare: the newest sweep, multirun/2026-01-01/00-00-00" in capsys.readouterr().err
+
+
+def test_the_report_says_how_many_heads_carry_90_percent_of_the_importance_per_group(two_runs, tmp_path):
+    import shutil
+
+    import numpy as np
+
+    imps = {1: np.array([[0.5, 0.3, 0.1, 0.1]]), 2: np.array([[0.25, 0.25], [0.25, 0.25]])}  # 3 of 4 heads; all 4
+    for layers in (1, 2):
+        run = tmp_path / f"layers{layers}"
+        shutil.copytree(two_runs / f"layers{layers}", run)
+        (run / "maps").mkdir()
+        roles = np.array([["previous", "<b>x</b>"] * 2]).reshape(imps[layers].shape) if layers == 2 else \
+            np.array([["previous", "broad", "mixed", "first"]])
+        np.savez(run / "maps" / "epoch000.npz", stat_importance=imps[layers], roles=roles)
+        s = json.loads((run / "summary.json").read_text())
+        s["attention_maps"] = {"dir": str(run / "maps")}
+        (run / "summary.json").write_text(json.dumps(s))
+    assert compare_cli([str(tmp_path), f"report={tmp_path / 'report.html'}"]) == 0
+    page = (tmp_path / "report.html").read_text()
+    section = page.split("<h2>Which heads matter</h2>", 1)[1].split("<h2>", 1)[0]
+    assert "<td>model.n_layers=1</td><td>1</td><td>4</td><td>3</td>" in section, section[:800]
+    assert "<td>model.n_layers=2</td><td>1</td><td>4</td><td>4</td>" in section
+    assert "&lt;b&gt;x&lt;/b&gt;" in section and "<b>x</b>" not in section  # a role from a stranger's file: text
