@@ -118,6 +118,9 @@ class SyntheticDataConfig:
     kind: str = "copy"  # copy | reverse | sort | recall | induction
     n_symbols: int = 16  # symbols a, b, c, ...
     length: int = 8  # items to copy/reverse/sort/repeat, or key-value pairs to recall from
+    # each example draws its length from [min_length, length] (null: every example has `length`): a
+    # fixed length lets a head solve induction by a fixed offset, a varied one needs an induction head
+    min_length: int | None = None
     n_train: int = 6000
     n_val: int = 500
     seed: int = 0
@@ -137,6 +140,8 @@ class SyntheticDataConfig:
         check(self.kind in SYNTHETIC_KINDS, f"data.kind={self.kind!r} is not one of: {', '.join(SYNTHETIC_KINDS)}")
         check(2 <= self.n_symbols <= 26 * 9, f"data.n_symbols={self.n_symbols} must be in [2, 234]")
         check(self.length >= 2, f"data.length={self.length} must be >= 2")
+        check(self.min_length is None or 2 <= self.min_length <= self.length,
+              f"data.min_length={self.min_length} must be in [2, data.length={self.length}] (or null)")
         check(self.n_train > 0 and self.n_val > 0, "data.n_train and data.n_val must be positive")
         if self.kind in ("recall", "induction"):
             check(self.length <= self.n_symbols, f"data.kind={self.kind} draws {self.length} distinct symbols: "

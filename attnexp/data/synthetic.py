@@ -74,4 +74,5 @@ class SyntheticDataModule(TokenDataModule):
         c = self.cfg
         for split, n, seed in (("train", c.n_train, c.seed), ("val", c.n_val, c.seed + 1)):
             rng = random.Random(seed)
-            self.splits[split] = [{**example(c.kind, c.length, c.n_symbols, rng, self.causal), "idx": i} for i in range(n)]
+            lengths = [c.length if c.min_length is None else rng.randint(c.min_length, c.length) for _ in range(n)]
+            self.splits[split] = [{**example(c.kind, k, c.n_symbols, rng, self.causal), "idx": i} for i, k in enumerate(lengths)]

@@ -117,16 +117,20 @@ def context_of(model, probe: Probe, first_word_id: int | None = None) -> Context
     from attnexp import attention
 
     causal = model.a.causal
-    induction = (induction_input(probe.ids[0][0], first_word_id, model.tok_emb.num_embeddings, model.m.max_len)
-                 if causal and first_word_id is not None else None)
+    induction = (induction_input(probe.ids[0][0], first_word_id, model.tok_emb.num_embeddings, model.m.max_len,
+                                 probe.lengths) if causal and first_word_id is not None else None)
     return Context(causal=causal, rows=attention.get(model.a.name).rows, induction_ids=induction,
                    classify=model.head_kind == "classify", pooling=model.pooling, type_ids=probe.types)
 
 
-def induction_input(first_id: int, first_word_id: int, vocab_size: int, max_len: int, n: int = 50) -> list[int] | None:
-    """The repeated random sequence (roles.induction_probe) that fits the model, or None when the
-    vocabulary or the context is too small for one (fewer than 4 distinct tokens repeated)."""
+def induction_input(first_id: int, first_word_id: int, vocab_size: int, max_len: int, lengths: list[int] | None = None,
+                    n: int = 50) -> list[int] | None:
+    """The repeated random sequence (roles.induction_probe) that fits the model: at most n distinct
+    tokens, and no longer than the model's context or (given the probe's `lengths`) than the
+    examples it sees, whose positions it was trained on. None when fewer than 4 tokens would repeat."""
     n = min(n, (max_len - 1) // 2, vocab_size - first_word_id)
+    if lengths:
+        n = min(n, (int(np.median(lengths)) - 1) // 2)
     return roles.induction_probe(first_id, first_word_id, vocab_size, n) if n >= 4 else None
 
 
@@ -139,7 +143,8 @@ def analyse(model, probe: Probe, w: np.ndarray, pad_id: int, cfg: MapsConfig, ct
             rep = Probe([ctx.induction_ids], [[""] * len(ctx.induction_ids)])
             a.scores.update(roles.induction_scores(attention_maps(model, rep, pad_id), (len(ctx.induction_ids) - 1) // 2))
         elif ctx.causal:
-            a.skipped["induction"] = "the vocabulary or model.max_len is too small for a repeated random sequence"
+            a.skipped["induction"] = ("the vocabulary, model.max_len or the examples are too short for a repeated random "
+                                      "sequence of 4 tokens")
         a.roles = roles.assign(a.scores)
     if cfg.importance:
         if ctx.loss_of is None:

@@ -123,8 +123,8 @@ class AttentionMaps(L.Callback):
         labels, and `loss_of` on a fixed validation batch when maps.importance is on."""
         if self._ctx is None:
             dm, a = trainer.datamodule, pl_module.acfg
-            induction = (induction_input(self.probe.ids[0][0], dm.first_word_id, dm.vocab_size, pl_module.mcfg.max_len)
-                         if a.causal and self.cfg.roles else None)
+            induction = (induction_input(self.probe.ids[0][0], dm.first_word_id, dm.vocab_size, pl_module.mcfg.max_len,
+                                         self.probe.lengths) if a.causal and self.cfg.roles else None)
             loss_of = None
             if self.cfg.importance and dm.splits.get("val"):
                 batch = dm.collator(per_epoch=False)(dm.splits["val"][: self.cfg.importance_examples])

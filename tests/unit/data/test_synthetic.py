@@ -55,3 +55,20 @@ def test_bad_synthetic_settings_are_config_errors():
         load_run(compose_cfg(["data=synthetic", "data.kind=recall", "data.length=20", "data.n_symbols=10"]))
     with pytest.raises(ConfigError, match="is not one of: copy, reverse"):
         load_run(compose_cfg(["data=synthetic", "data.kind=rotate"]))
+    with pytest.raises(ConfigError, match=r"data.min_length=9 must be in \[2, data.length=8\]"):
+        load_run(compose_cfg(["data=synthetic", "data.min_length=9"]))
+
+
+def test_varied_lengths_move_the_answers_source_so_no_fixed_offset_solves_induction():
+    from attnexp.data.synthetic import SyntheticDataModule
+
+    run = load_run(compose_cfg(["experiment=induction", "data.min_length=4", "data.length=10", "data.n_train=400"]))
+    dm = SyntheticDataModule(run.data, run.task, causal=True)
+    dm.setup()
+    lengths = {(len(it["input_ids"]) - 2) // 2 for it in dm.splits["train"]}  # [BOS] r1..rn r1..rn [EOS]
+    assert lengths == set(range(4, 11))
+    offsets = {q - k for it in dm.splits["train"] for q, k in it["align"]}
+    assert len(offsets) == 7  # the source is n - 1 back: one offset per length
+    for it in dm.splits["train"][:50]:
+        for q, k in it["align"]:
+            assert it["labels"][q] == it["input_ids"][k] == it["input_ids"][q + 1]
