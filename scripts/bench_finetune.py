@@ -8,6 +8,7 @@ from-scratch preset and BERT-base; and how the encoder's attention moved while i
     python scripts/bench_finetune.py                                   # both runs, raw posts (~1.5 h on 2 cores)
     python scripts/bench_finetune.py --runs frozen --settings raw,clean # some of them
     python scripts/bench_finetune.py --smoke                          # tiny, to check the script
+    python scripts/bench_finetune.py --runs finetune --keep /tmp/bench-finetune-x/frozen-raw   # reuse a finished run
 
 Writes scripts/results/finetune_minilm_<device>.{json,md} and images/finetune_drift.png.
 """
@@ -54,10 +55,21 @@ def one(name: str, setting: str, args, out_root: Path) -> dict:
         overrides += ["data.limit=64", "data.max_len=32", "trainer.max_epochs=2", "data.batch_size=16"]
     t0 = time.perf_counter()
     s = train(load_run(compose(overrides, out_root / f"{name}-{setting}")))
+    return row_of(s, name, setting, overrides, round(time.perf_counter() - t0, 1))
+
+
+def kept(run_dir: Path) -> dict:
+    """The row of a finished run of this script (its folder is named <run>-<setting>)."""
+    s = json.loads((run_dir / "summary.json").read_text())
+    name, setting = run_dir.name.split("-", 1)
+    return row_of(s, name, setting, s["overrides"], None)
+
+
+def row_of(s: dict, name: str, setting: str, overrides: list[str], wall_s: float | None) -> dict:
     test = s["metrics"]["test"]
     row = {"run": name, "setting": setting, "status": s["status"], "test_acc": test.get("test/acc"),
            "test_f1_macro": test.get("test/f1_macro"), "best_val_acc": (s["metrics"]["best"] or {}).get("value"),
-           "epochs": s["epochs"], "train_time_s": s["train_time_s"], "wall_s": round(time.perf_counter() - t0, 1),
+           "epochs": s["epochs"], "train_time_s": s["train_time_s"], "wall_s": wall_s,
            "tokens_per_s": s["tokens_per_s"], "n_params": s["model"]["n_params"], "overrides": overrides,
            "drift": drift_by_epoch(Path(s["run_dir"]) / "maps"), "run_dir": s["run_dir"]}
     print(json.dumps({k: v for k, v in row.items() if k != "drift"}, indent=1), flush=True)
@@ -125,10 +137,14 @@ def main() -> None:
     ap.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "20newsgroups"))
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script, measures nothing")
     ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--keep", nargs="*", default=[], type=Path,
+                    help="finished run folders of this script (<run>-<setting>) to report beside the new runs")
     ap.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
     args = ap.parse_args()
     out_root = Path(tempfile.mkdtemp(prefix="bench-finetune-"))
-    rows = [one(name, setting, args, out_root) for setting in args.settings.split(",") for name in args.runs.split(",")]
+    runs = [r for r in args.runs.split(",") if r]
+    rows = [one(name, setting, args, out_root) for setting in args.settings.split(",") for name in runs]
+    rows += [kept(d) for d in args.keep]
     device = "gpu" if torch.cuda.is_available() else "cpu"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
