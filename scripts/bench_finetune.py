@@ -88,12 +88,17 @@ def drift_figure(rows: list[dict], path: Path) -> None:
     per_layer = np.array([np.mean(tuned["drift"][e], axis=1) for e in epochs]).T  # (L, E)
     last = np.array(tuned["drift"][epochs[-1]])  # (L, H)
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.6), gridspec_kw={"width_ratios": [1, 2]})
-    for layer, values in enumerate(per_layer):
-        a.plot(epochs, values, marker="o", label=f"layer {layer}")
-    a.set_xlabel("epoch")
+    if len(epochs) == 1:  # one epoch: the layers side by side
+        a.bar(range(len(per_layer)), per_layer[:, 0], color="tab:blue")
+        a.set_xlabel(f"layer (after epoch {epochs[0]})")
+        a.set_xticks(range(len(per_layer)))
+    else:
+        for layer, values in enumerate(per_layer):
+            a.plot(epochs, values, marker="o", label=f"layer {layer}")
+        a.set_xlabel("epoch")
+        a.set_xticks(epochs)
+        a.legend(fontsize=7)
     a.set_ylabel("mean JS divergence from pretrained")
-    a.set_xticks(epochs)
-    a.legend(fontsize=7)
     a.grid(alpha=0.3)
     im = b.imshow(last, cmap="viridis", aspect="auto")
     b.set_xlabel("head")
