@@ -11,7 +11,10 @@ next to it. Then one table and two figures:
 - per variant and task: accuracy (mean over seeds of the best checkpoint's test accuracy), steps
   to 99% validation accuracy (first epoch end that reached it, mean over the seeds that did;
   "-" if none did), best alignment score (the best head's mean weight on the key the task
-  requires), the entropy and first-token mass of that head, tokens/s of training and parameters;
+  requires), the entropy and first-token mass of that head, how many heads carry 90% of the
+  importance (the loss increase with each head silenced, maps.importance), the induction score of
+  the best head (Olsson et al.'s, on a repeated random sequence; causal tasks) and in how many
+  runs that head is the best-aligned one, tokens/s of training and parameters;
 - atlas_accuracy.png: accuracy as a variants x tasks heat map;
 - atlas_recall.png: the best-aligned head of every variant on one recall example (seed 0).
 
@@ -39,7 +42,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 RESULTS = REPO / "scripts" / "results"
 TASKS = ("copy", "reverse", "sort", "recall", "induction", "toy_agreement")
-QUIET = ["logger=none", "trainer.enable_progress_bar=false", "maps.animation=false", "maps.images_to_logger=false"]
+QUIET = ["logger=none", "trainer.enable_progress_bar=false", "maps.animation=false", "maps.images_to_logger=false",
+         "maps.importance=true"]  # each head's importance every epoch: how many heads carry 90% of it
 
 
 def option(variant: str) -> str:
@@ -66,13 +70,29 @@ def sweep(task: str, variants: list[str], seeds: int, epochs: int, root: Path, e
 
 
 def best_head_stats(run: Path, align: dict | None) -> dict:
-    """Entropy and first-token mass of the best-aligned head, from the last epoch's maps."""
+    """From the last epoch's maps: the entropy and first-token mass of the best-aligned head; how
+    many heads carry 90% of the importance (maps.importance); the best head's induction score (on
+    a repeated random sequence, causal models) and whether that head is the best-aligned one."""
+    from attnexp.maps.importance import heads_for_share
+
     snaps = sorted((run / "maps").glob("epoch*.npz"))
-    if not snaps or not align:
+    if not snaps:
         return {}
+    out = {}
     with np.load(snaps[-1]) as z:
-        layer, head = align["layer"], align["head"]
-        return {"entropy": float(z["stat_entropy"][layer, head]), "first_token": float(z["stat_first_token"][layer, head])}
+        if align:
+            layer, head = align["layer"], align["head"]
+            out.update(entropy=float(z["stat_entropy"][layer, head]), first_token=float(z["stat_first_token"][layer, head]))
+        if "stat_importance" in z.files:
+            out["heads_90"] = heads_for_share(z["stat_importance"])
+            out["heads"] = int(z["stat_importance"].size)
+        if "stat_induction" in z.files:
+            ind = z["stat_induction"]
+            best = np.unravel_index(int(np.argmax(ind)), ind.shape)
+            out["induction"] = float(ind[best])
+            if align:
+                out["induction_is_aligned"] = (int(best[0]), int(best[1])) == (align["layer"], align["head"])
+    return out
 
 
 def run_row(run: Path) -> dict:
@@ -98,7 +118,10 @@ def aggregate(rows: list[dict]) -> dict:
             "reached_99": sum(r["steps_to_99"] is not None for r in rows), "n": len(rows),
             "steps_to_99": mean(r["steps_to_99"] for r in rows), "alignment": mean(r["alignment"] for r in rows),
             "entropy": mean(r.get("entropy") for r in rows), "first_token": mean(r.get("first_token") for r in rows),
-            "tokens_per_s": mean(r["tokens_per_s"] for r in rows), "params": rows[0]["params"]}
+            "tokens_per_s": mean(r["tokens_per_s"] for r in rows), "params": rows[0]["params"],
+            "heads_90": mean(r.get("heads_90") for r in rows), "heads": rows[0].get("heads"),
+            "induction": mean(r.get("induction") for r in rows),
+            "induction_is_aligned": sum(bool(r.get("induction_is_aligned")) for r in rows)}
 
 
 def fmt(x, spec=".2f", none="-"):
@@ -108,16 +131,20 @@ def fmt(x, spec=".2f", none="-"):
 def markdown(table: dict, tasks: list[str], variants: list[str]) -> str:
     lines = []
     for task in tasks:
+        causal = task != "toy_agreement"
         lines += [f"\n**{task}**\n",
-                  "| variant | acc (sd) | steps to 99% (runs) | alignment | entropy | first-token mass | tokens/s | params |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+                  "| variant | acc (sd) | steps to 99% (runs) | alignment | entropy | first-token mass | heads for 90% | "
+                  + ("induction score (best head = best-aligned) | " if causal else "") + "tokens/s | params |",
+                  "| --- " * (9 if causal else 8) + "|"]
         for v in variants:
             a = table[task].get(v)
             if a is None:
                 continue
             steps = f"{a['steps_to_99']:.0f} ({a['reached_99']}/{a['n']})" if a["steps_to_99"] is not None else f"- (0/{a['n']})"
+            heads = f"{a['heads_90']:.1f} of {a['heads']}" if a.get("heads_90") is not None else "-"
+            induction = f"{fmt(a.get('induction'))} ({a.get('induction_is_aligned', 0)}/{a['n']}) | " if causal else ""
             lines.append(f"| {v} | {a['acc']:.3f} ({a['acc_sd']:.3f}) | {steps} | {fmt(a['alignment'])} | {fmt(a['entropy'])} | "
-                         f"{fmt(a['first_token'])} | {fmt(a['tokens_per_s'], ',.0f')} | {a['params']:,} |")
+                         f"{fmt(a['first_token'])} | {heads} | {induction}{fmt(a['tokens_per_s'], ',.0f')} | {a['params']:,} |")
     return "\n".join(lines) + "\n"
 
 
