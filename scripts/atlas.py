@@ -20,6 +20,7 @@ next to it. Then one table and two figures:
 
     python scripts/atlas.py                                   # the README's atlas (see --help)
     python scripts/atlas.py --variants mha,sink --tasks recall --seeds 1 --epochs 2   # a quick look
+    python scripts/atlas.py --tasks induction --runs DIR --reuse       # the tables of finished sweeps
 
 Writes scripts/results/atlas_<device>.{json,md} and scripts/results/images/atlas_*.png; the runs
 stay under --runs (default: a temporary folder, printed).
@@ -215,6 +216,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=4, help="trainer.max_epochs of every run")
     ap.add_argument("--runs", help="where the sweeps go (default: a new temporary folder)")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--reuse", action="store_true", help="read the finished sweeps under --runs instead of training")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides for every run, e.g. data.n_sentences=1000")
     args = ap.parse_args()
     variants, tasks = args.variants.split(","), args.tasks.split(",")
@@ -225,7 +227,7 @@ def main() -> None:
 
     table, per_run, walls = {}, {}, {}
     for task in tasks:
-        walls[task] = round(sweep(task, variants, args.seeds, args.epochs, root, extra), 1)
+        walls[task] = 0.0 if args.reuse else round(sweep(task, variants, args.seeds, args.epochs, root, extra), 1)
         rows = [run_row(p.parent) for p in sorted((root / task).glob("*/summary.json"))]
         per_run[task] = rows
         table[task] = {v: aggregate([r for r in rows if r["variant"] == v]) for v in variants
@@ -245,7 +247,8 @@ def main() -> None:
             "overrides": args.overrides, "wall_s": walls, "total_wall_s": round(sum(walls.values()), 1), "runs_dir": str(root)}
     record = {**meta, "table": table, "runs": per_run}
     (RESULTS / f"atlas_{device}{args.tag}.json").write_text(json.dumps(record, indent=1) + "\n")
-    header = (f"# Atlas ({title}; {meta['total_wall_s'] / 60:.0f} minutes)\n\n"
+    took = "finished runs read again" if args.reuse else f"{meta['total_wall_s'] / 60:.0f} minutes"
+    header = (f"# Atlas ({title}; {took})\n\n"
               f"`python scripts/atlas.py --seeds {args.seeds} --epochs {args.epochs}"
               f"{' ' + ' '.join(args.overrides) if args.overrides else ''}`\n")
     (RESULTS / f"atlas_{device}{args.tag}.md").write_text(header + md)
