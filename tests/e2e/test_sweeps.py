@@ -212,7 +212,7 @@ def test_ddp_on_two_cpu_processes_reduces_metrics_and_writes_once(tmp_path):
     s = json.loads((run_dir / "summary.json").read_text())
     assert s["status"] == "completed" and len(s["metrics"]["history"]) == 2
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["best-epoch01.ckpt", "last.ckpt"]
-    assert sorted(p.name for p in (run_dir / "maps").glob("*.npz")) == ["epoch000.npz", "epoch001.npz"]
+    assert sorted(p.name for p in (run_dir / "maps").glob("*.npz")) == ["epoch000.npz", "epoch001.npz", "start.npz"]
     logs = {p.name: p.read_text() for p in run_dir.glob("*.log")}
     probes = {name: text.count("attention maps of epoch") for name, text in logs.items()}
     assert sorted(probes.values()) == [0, 2], probes  # the probe ran on rank 0 only, once an epoch
