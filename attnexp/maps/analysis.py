@@ -17,7 +17,6 @@ from attnexp.config import MapsConfig
 from attnexp.maps import explain, importance, roles
 from attnexp.maps.probe import Probe, attention_maps, eval_mode
 
-IMPORTANCE_SHARE = 0.9  # "heads carrying 90% of the importance"
 # the per-head scores an Analysis adds to a snapshot's stat_ arrays (the rest are maps.stats')
 ANALYSIS_SCORES = (*roles.SCORES, "induction", "prev_token_rep", "importance", "importance_acc")
 
@@ -37,7 +36,7 @@ class Analysis:
     def heads_90(self) -> int | None:
         """How many heads carry 90% of the total importance (None without importance)."""
         imp = self.scores.get("importance")
-        return None if imp is None else importance.heads_for_share(imp, IMPORTANCE_SHARE)
+        return None if imp is None else importance.heads_for_share(imp)
 
     def scalars(self) -> dict[str, float]:
         """Run-level scalars beside the per-head ones (`stats.flat(self.scores)`)."""

@@ -2,14 +2,20 @@
 alone is silenced (its output zeroed before the output projection: the model's `head_mask_LH`),
 and when a whole layer's heads are (Michel et al. 2019, "Are Sixteen Heads Really Better than
 One?", who found most heads removable). `heads_for_share` says how many heads carry 90% of the
-total importance: how many the model actually uses."""
+total importance: how many the model actually uses. Only `head_importance` needs torch, so the
+report (`attnexp compare report=`, which reads JSON and .npz only) imports this module without it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
+
+SHARE = 0.9  # "the heads carrying 90% of the importance"
 
 
 def head_importance(loss_of: Callable[[torch.Tensor | None], tuple[float, float]], L: int, H: int) -> dict[str, np.ndarray]:
@@ -17,6 +23,8 @@ def head_importance(loss_of: Callable[[torch.Tensor | None], tuple[float, float]
     Returns (L, H) `importance` (loss with the head silenced minus the loss without) and
     `importance_acc` (the accuracy lost), and (L,) `layer_importance` (every head of the layer
     silenced). L*H + L + 1 forward passes, no backward."""
+    import torch
+
     base_loss, base_acc = loss_of(None)
     imp, imp_acc, layer = np.zeros((L, H)), np.zeros((L, H)), np.zeros(L)
     for li in range(L):
@@ -31,7 +39,7 @@ def head_importance(loss_of: Callable[[torch.Tensor | None], tuple[float, float]
     return {"importance": imp, "importance_acc": imp_acc, "layer_importance": layer}
 
 
-def heads_for_share(importance: np.ndarray, share: float = 0.9) -> int:
+def heads_for_share(importance: np.ndarray, share: float = SHARE) -> int:
     """How many heads, most important first, carry `share` of the total positive importance (0 when
     no head's silencing costs anything)."""
     values = np.sort(np.clip(np.asarray(importance, dtype=float).ravel(), 0, None))[::-1]

@@ -154,15 +154,14 @@ def importance_and_roles(t: Table) -> str:
     role (maps.roles)."""
     import matplotlib.pyplot as plt
 
-    from attnexp.maps.analysis import IMPORTANCE_SHARE
-    from attnexp.maps.importance import heads_for_share
+    from attnexp.maps.importance import SHARE, heads_for_share
 
     rows, curves_, role_rows = [], [], []
     for st, idx in t.groups():
         found = [_last_analysis(t.runs[i][1]) for i in idx]
         imps = [imp for imp, _ in found if imp is not None]
         if imps:
-            counts = [heads_for_share(imp, IMPORTANCE_SHARE) for imp in imps]
+            counts = [heads_for_share(imp, SHARE) for imp in imps]
             rows.append({"group": group_label(st), "runs": len(imps), "heads": imps[0].size,
                          "heads carrying 90%": f"{np.mean(counts):.1f} ± {np.std(counts):.1f}" if len(counts) > 1
                          else f"{counts[0]}", "range": f"{min(counts)}-{max(counts)}"})
@@ -177,7 +176,7 @@ def importance_and_roles(t: Table) -> str:
         fig, ax = plt.subplots(figsize=(6, 3.4))
         for color, (label, c) in zip(plt.cm.tab10.colors * 3, curves_):
             ax.plot(np.arange(1, len(c) + 1), c, color=color, marker=".", label=label)
-        ax.axhline(IMPORTANCE_SHARE, color="grey", lw=0.8, ls="--")
+        ax.axhline(SHARE, color="grey", lw=0.8, ls="--")
         ax.set_xlabel("heads, most important first")
         ax.set_ylabel("share of the total importance")
         ax.grid(alpha=0.3)

@@ -152,3 +152,16 @@ def test_the_report_says_how_many_heads_carry_90_percent_of_the_importance_per_g
     assert "<td>model.n_layers=1</td><td>1</td><td>4</td><td>3</td>" in section, section[:800]
     assert "<td>model.n_layers=2</td><td>1</td><td>4</td><td>4</td>" in section
     assert "&lt;b&gt;x&lt;/b&gt;" in section and "<b>x</b>" not in section  # a role from a stranger's file: text
+
+
+def test_the_report_needs_no_torch():
+    """`attnexp compare report=` reads JSON and .npz only: importing what its head-importance section
+    uses must not pull torch in (~2 s of start-up; it once did, for a constant)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from pathlib import Path; import attnexp.cli.compare; from attnexp.results import report; "
+            "from attnexp.results.compare import Table; report.importance_and_roles(Table([(Path('/nowhere/run/summary.json'), "
+            "{'status': 'completed', 'overrides': [], 'metrics': {}})])); print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "False"
