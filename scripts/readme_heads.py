@@ -122,7 +122,6 @@ def relevance(ckpt: Path, data: Path) -> dict:
     src = maps_source_checkpoint(str(ckpt), [text])
     src.probe.labels = [label]
     ctx = context_of(src.model, src.probe)
-    ctx.labels = [label]
     w = attention_maps(src.model, src.probe, src.pad_id)
     a = analyse(src.model, src.probe, w, src.pad_id, MapsConfig(roles=True, rollout=True, relevance=True), ctx)
     work = Path(tempfile.mkdtemp(prefix="readme-relevance-"))

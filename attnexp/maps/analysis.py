@@ -111,15 +111,19 @@ class Context:
     type_ids: list[list[int]] | None = None
 
 
-def context_of(model, probe: Probe, first_word_id: int | None = None) -> Context:
-    """The Context of a plain model (`attnexp maps`): no labelled batch, so no importance and no true class."""
+def context_of(model, probe: Probe, first_word_id: int | None = None, loss_of=None) -> Context:
+    """The Context of `model` and its probe set, for the training callback and `attnexp maps` alike:
+    the induction input where the model is causal and `first_word_id` says where ordinary tokens
+    start, the probe's labels (validation examples; given texts have none), and `loss_of` where
+    there is a labelled batch to measure importance on (the callback's)."""
     from attnexp import attention
 
     causal = model.a.causal
     induction = (induction_input(probe.ids[0][0], first_word_id, model.tok_emb.num_embeddings, model.m.max_len,
                                  probe.lengths) if causal and first_word_id is not None else None)
     return Context(causal=causal, rows=attention.get(model.a.name).rows, induction_ids=induction,
-                   classify=model.head_kind == "classify", pooling=model.pooling, type_ids=probe.types)
+                   classify=model.head_kind == "classify", pooling=model.pooling, labels=probe.labels, loss_of=loss_of,
+                   type_ids=probe.types)
 
 
 def induction_input(first_id: int, first_word_id: int, vocab_size: int, max_len: int, lengths: list[int] | None = None,

@@ -16,10 +16,9 @@ import numpy as np
 from lightning.pytorch.utilities import rank_zero_only
 from PIL import Image
 
-from attnexp import attention
 from attnexp.config import ALIGN_BEST, MapsConfig
 from attnexp.maps import render, snapshot, stats
-from attnexp.maps.analysis import Analysis, Context, analyse, analysis_from, induction_input
+from attnexp.maps.analysis import Analysis, Context, analyse, analysis_from, context_of
 from attnexp.maps.html import Viewer
 from attnexp.maps.probe import Probe, attention_maps, probe_from
 from attnexp.maps.view import is_signed
@@ -119,21 +118,16 @@ class AttentionMaps(L.Callback):
             pl_module.log(ALIGN_BEST, trainer.strategy.broadcast(best, src=0), on_epoch=True)
 
     def context(self, trainer, pl_module) -> Context:
-        """Built once: the induction input (causal models), the classifier's pooling and the probe's
-        labels, and `loss_of` on a fixed validation batch when maps.importance is on."""
+        """Built once (analysis.context_of), with `loss_of` on a fixed validation batch when
+        maps.importance is on."""
         if self._ctx is None:
-            dm, a = trainer.datamodule, pl_module.acfg
-            induction = (induction_input(self.probe.ids[0][0], dm.first_word_id, dm.vocab_size, pl_module.mcfg.max_len,
-                                         self.probe.lengths) if a.causal and self.cfg.roles else None)
-            loss_of = None
+            dm, loss_of = trainer.datamodule, None
             if self.cfg.importance and dm.splits.get("val"):
                 batch = dm.collator(per_epoch=False)(dm.splits["val"][: self.cfg.importance_examples])
 
                 def loss_of(head_mask_LH):
                     return pl_module.evaluate(batch, head_mask_LH)
-            self._ctx = Context(causal=a.causal, rows=attention.get(a.name).rows, induction_ids=induction,
-                                classify=pl_module.classify, pooling=pl_module.model.pooling, labels=self.probe.labels,
-                                loss_of=loss_of, type_ids=self.probe.types)
+            self._ctx = context_of(pl_module.model, self.probe, dm.first_word_id, loss_of)
         return self._ctx
 
     def analyse(self, trainer, pl_module, w: np.ndarray) -> Analysis:
