@@ -15,7 +15,7 @@ import torch
 
 from attnexp.config import MapsConfig
 from attnexp.maps import explain, importance, roles
-from attnexp.maps.probe import Probe, attention_maps, eval_mode
+from attnexp.maps.probe import Probe, attention_maps
 
 # the per-head scores an Analysis adds to a snapshot's stat_ arrays (the rest are maps.stats')
 ANALYSIS_SCORES = (*roles.SCORES, "induction", "prev_token_rep", "importance", "importance_acc")
@@ -203,12 +203,10 @@ def relevance(model, probe: Probe, pad_id: int, ctx: Context) -> list[dict]:
     with torch.inference_mode(False):  # Lightning validates under inference_mode: these tensors need autograd
         ids, pad_mask = probe.batch(pad_id, device)
         types = None if ctx.type_ids is None else pad(ctx.type_ids, 0)[0].to(device)
-        with eval_mode(model), torch.no_grad():
-            pred = model(ids, pad_mask, **({} if types is None else {"token_type_ids_BT": types})).logits.argmax(-1)
-    pred_scores = explain.gradient_relevance(model, ids, pad_mask, pred, ctx.pooling, types)
-    out = [{"pred": int(p), "pred_scores": s, "true": None, "true_scores": None} for p, s in zip(pred.tolist(), pred_scores)]
+    pred, pred_scores = explain.gradient_relevance(model, ids, pad_mask, None, ctx.pooling, types)  # None: the predicted
+    out = [{"pred": int(p), "pred_scores": s, "true": None, "true_scores": None} for p, s in zip(pred, pred_scores)]
     if ctx.labels is not None:
         true = torch.tensor(ctx.labels, device=device)
-        for o, y, s in zip(out, ctx.labels, explain.gradient_relevance(model, ids, pad_mask, true, ctx.pooling, types)):
+        for o, y, s in zip(out, ctx.labels, explain.gradient_relevance(model, ids, pad_mask, true, ctx.pooling, types)[1]):
             o["true"], o["true_scores"] = int(y), s
     return out

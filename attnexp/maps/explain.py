@@ -84,11 +84,12 @@ def pooled_rows(pooling: str, n: int) -> list[int]:
     return [0] if pooling == "cls" else [n - 1] if pooling == "last" else list(range(n))
 
 
-def gradient_relevance(model, ids: torch.Tensor, pad_mask: torch.Tensor, classes: torch.Tensor, pooling: str,
-                       token_types: torch.Tensor | None = None) -> list[np.ndarray]:
-    """Per example b, (n_b,) relevance of each input token to logit `classes[b]` (Chefer et al.'s
-    gradient x attention rule, module docstring). The model must be a classifier; its maps must
-    be the tensors its output was computed from (every attnexp variant returns those)."""
+def gradient_relevance(model, ids: torch.Tensor, pad_mask: torch.Tensor, classes: torch.Tensor | None, pooling: str,
+                       token_types: torch.Tensor | None = None) -> tuple[list[int], list[np.ndarray]]:
+    """The classes explained (`classes`, or None: each example's predicted class, read from the same
+    forward pass) and per example b, (n_b,) the relevance of each input token to logit `classes[b]`
+    (Chefer et al.'s gradient x attention rule, module docstring). The model must be a classifier;
+    its maps must be the tensors its output was computed from (every attnexp variant returns those)."""
     from attnexp.maps.probe import eval_mode
 
     frozen = [p for p in model.parameters() if not p.requires_grad]  # a frozen encoder's maps need a graph too
@@ -96,10 +97,11 @@ def gradient_relevance(model, ids: torch.Tensor, pad_mask: torch.Tensor, classes
         for p in frozen:  # autograd.grad below fills no .grad: nothing reaches an optimizer
             p.requires_grad_(True)
         with eval_mode(model), torch.inference_mode(False), torch.enable_grad():  # Lightning validates under inference_mode
-            ids, pad_mask, classes = ids.clone(), pad_mask.clone(), classes.clone()  # normal tensors, not inference ones
+            ids, pad_mask = ids.clone(), pad_mask.clone()  # normal tensors, not inference ones
             token_types = None if token_types is None else token_types.clone()
             kw = {} if token_types is None else {"token_type_ids_BT": token_types}
             out = model(ids, pad_mask, need_weights=True, **kw)
+            classes = out.logits.detach().argmax(-1) if classes is None else classes.clone()
             y = out.logits.gather(1, classes[:, None]).sum()
             grads = torch.autograd.grad(y, out.attn, allow_unused=True)
     finally:
@@ -115,4 +117,4 @@ def gradient_relevance(model, ids: torch.Tensor, pad_mask: torch.Tensor, classes
             r = r + cam @ r
         r = r - torch.eye(n, dtype=torch.float64)  # what reached the pooled rows through attention (below)
         result.append(r[pooled_rows(pooling, n)].mean(0).detach().cpu().numpy())
-    return result
+    return classes.tolist(), result
