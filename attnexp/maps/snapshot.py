@@ -52,15 +52,29 @@ def roles(path: Path | str) -> np.ndarray | None:
         return np.asarray(z["roles"], dtype=str) if "roles" in z.files else None
 
 
+def head_pictures(a: Analysis, title: str) -> dict[str, tuple]:
+    """The analysis's pictures of the heads, name -> (image, PNG bytes): `roles` (maps.roles) and
+    `importance` (maps.importance), each a layers x heads table."""
+    from attnexp.maps import render
+
+    images = {}
+    if a.roles is not None:
+        images["roles"] = render.roles(a.roles, a.scores, title)
+    if "importance" in a.scores:
+        images["importance"] = render.importance(a.scores["importance"], a.layer_importance, title)
+    return {name: (img, render.to_png(img)) for name, img in images.items()}
+
+
 def save(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, head_stats: dict, title: str,
-         view: MapsConfig, scores: np.ndarray | None = None, analysis: Analysis | None = None, **meta) -> list:
+         view: MapsConfig, scores: np.ndarray | None = None, analysis: Analysis | None = None,
+         **meta) -> tuple[list, dict[str, tuple]]:
     """One snapshot of the probe set's maps, the same for the callback (epochNNN) and `attnexp maps`:
     <stem>.npz (fp16 weights (L, B, H, T, T), tokens (B, T) and lengths (B,), stat_<name> (L, H):
     the statistics and the analysis's scores, roles (L, H), rollout_exK / flow_exK (n, n),
-    relevance_*_exK, alignment and `meta`), <stem>_roles.png (maps.roles) and a PNG grid per
-    example, <stem>_exK.png, its heads
-    titled with their roles and a last row of rollout (and flow). Returns (grid, PNG bytes) per
-    example: the paletted grid doubles as a GIF frame, the bytes go to the loggers as they are."""
+    relevance_*_exK, alignment and `meta`), <stem>_roles.png and <stem>_importance.png
+    (`head_pictures`), and a PNG grid per example, <stem>_exK.png, its heads titled with their roles
+    and a last row of rollout (and flow). Returns (grid, PNG bytes) per example (the paletted grid
+    doubles as a GIF frame, the bytes go to the loggers as they are) and the head pictures."""
     from attnexp.maps import render
 
     a = analysis
@@ -70,8 +84,9 @@ def save(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, head_stats: dict
     np.savez_compressed(out_dir / f"{stem}.npz", weights=w.astype(np.float16), lengths=np.array(probe.lengths),
                         tokens=np.array([list(t) + [""] * (T - len(t)) for t in probe.tokens], dtype=str),
                         **{f"{STAT_PREFIX}{k}": v for k, v in per_head.items()}, **extra)
-    if a is not None and a.roles is not None:
-        (out_dir / f"{stem}_roles.png").write_bytes(render.to_png(render.roles(a.roles, a.scores, title)))
+    pictures = head_pictures(a, title) if a is not None else {}
+    for name, (_, png) in pictures.items():
+        (out_dir / f"{stem}_{name}.png").write_bytes(png)
     grids = []
     note = " · (alignment score)" if scores is not None else ""
     for b, toks in enumerate(probe.tokens):
@@ -83,4 +98,4 @@ def save(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, head_stats: dict
         png = render.to_png(img)
         (out_dir / f"{stem}_ex{b}.png").write_bytes(png)
         grids.append((img, png))
-    return grids
+    return grids, pictures

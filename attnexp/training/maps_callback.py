@@ -7,7 +7,6 @@ viewer) are attnexp.maps's; this is the training-time driver."""
 
 from __future__ import annotations
 
-import io
 import logging
 from pathlib import Path
 
@@ -84,8 +83,9 @@ class AttentionMaps(L.Callback):
         self._start = w
         self.dir.mkdir(parents=True, exist_ok=True)
         a = self.analyse(trainer, pl_module, w)
-        grids = snapshot.save(self.dir, snapshot.stem(snapshot.START), w, self.probe, stats.head_stats(w, self.probe.lengths),
-                              "start (before training)", self.cfg, analysis=a, epoch=snapshot.START, step=0)
+        grids, _ = snapshot.save(self.dir, snapshot.stem(snapshot.START), w, self.probe,
+                                 stats.head_stats(w, self.probe.lengths), "start (before training)", self.cfg, analysis=a,
+                                 epoch=snapshot.START, step=0)
         self._add_to_viewer(snapshot.START, w, a)
         if self.cfg.animation:
             for b, (img, _) in enumerate(grids):
@@ -137,8 +137,8 @@ class AttentionMaps(L.Callback):
     def save(self, trainer, w: np.ndarray, s: dict, scores, a: Analysis) -> None:
         epoch, step = trainer.current_epoch, trainer.global_step
         self.dir.mkdir(parents=True, exist_ok=True)
-        grids = snapshot.save(self.dir, snapshot.stem(epoch), w, self.probe, s, f"epoch {epoch} (step {step})", self.cfg,
-                              scores, analysis=a, epoch=epoch, step=step)
+        grids, pictures = snapshot.save(self.dir, snapshot.stem(epoch), w, self.probe, s, f"epoch {epoch} (step {step})",
+                                        self.cfg, scores, analysis=a, epoch=epoch, step=step)
         self._add_to_viewer(epoch, w, a)
         self._last = w
         for b, (img, png) in enumerate(grids):
@@ -146,16 +146,8 @@ class AttentionMaps(L.Callback):
                 self.frames.setdefault(b, []).append(img)
             if self.cfg.images_to_logger:
                 log_image(trainer.loggers, f"attention_maps/example{b}", img, png, logger_step(trainer))
-        roles_png = self.dir / f"{snapshot.stem(epoch)}_roles.png"
-        if self.cfg.images_to_logger and roles_png.is_file():
-            png = roles_png.read_bytes()
-            log_image(trainer.loggers, "head_roles", Image.open(io.BytesIO(png)), png, logger_step(trainer))
-        if "importance" in a.scores:
-            img = render.importance(a.scores["importance"], a.layer_importance, f"epoch {epoch} (step {step})")
-            png = render.to_png(img)
-            (self.dir / f"{snapshot.stem(epoch)}_importance.png").write_bytes(png)
-            if self.cfg.images_to_logger:
-                log_image(trainer.loggers, "head_importance", img, png, logger_step(trainer))
+        for name, (img, png) in pictures.items() if self.cfg.images_to_logger else ():
+            log_image(trainer.loggers, f"head_{name}", img, png, logger_step(trainer))
         log_stats_table(trainer, {**s, **a.scores}, logger_step(trainer), a.roles)
 
     def on_fit_end(self, trainer, pl_module):
