@@ -86,15 +86,20 @@ class AttnexpModule(L.LightningModule):
         pad = batch["pad_mask"] if batch.get("padded", True) else None
         logits = self.forward_fn(batch["input_ids"], pad).logits
         labels = batch["labels"]
-        loss = F.cross_entropy(logits, labels) if self.classify else lm_loss(logits, labels)
-        logits = logits.detach()
+        loss, count, correct = self.loss_and_counts(logits, labels)
         if self.classify:
-            self.metrics[f"{stage}_"].update(logits, labels)
-        count = (labels != IGNORE).sum()  # targets: tokens with a label, or sequences
-        correct = (logits.argmax(-1) == labels).sum()  # an IGNORE label never equals a class
+            self.metrics[f"{stage}_"].update(logits.detach(), labels)
         sums = torch.stack([loss.detach().float() * count, count.float(), correct.float()])
         self._sums[stage] = sums if stage not in self._sums else self._sums[stage] + sums
         return loss
+
+    def loss_and_counts(self, logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The loss, the targets (tokens with a label, or sequences) and how many of them the argmax
+        gets right: what a training step sums and what head importance measures."""
+        loss = F.cross_entropy(logits, labels) if self.classify else lm_loss(logits, labels)
+        count = (labels != IGNORE).sum()
+        correct = (logits.detach().argmax(-1) == labels).sum()  # an IGNORE label never equals a class
+        return loss, count, correct
 
     @torch.no_grad()
     def evaluate(self, batch: dict, head_mask_LH: torch.Tensor | None = None) -> tuple[float, float]:
@@ -107,10 +112,8 @@ class AttnexpModule(L.LightningModule):
             pad = batch["pad_mask"].to(dev) if batch.get("padded", True) else None
             mask = None if head_mask_LH is None else head_mask_LH.to(dev)
             logits = self.model(batch["input_ids"].to(dev), pad, head_mask_LH=mask).logits.float()
-            labels = batch["labels"].to(dev)
-            loss = F.cross_entropy(logits, labels) if self.classify else lm_loss(logits, labels)
-            acc = (logits.argmax(-1) == labels).sum() / (labels != IGNORE).sum().clamp_min(1)
-        return float(loss), float(acc)
+            loss, count, correct = self.loss_and_counts(logits, batch["labels"].to(dev))
+        return float(loss), float(correct / count.clamp_min(1))
 
     def log_epoch_metrics(self, stage: str) -> None:
         # Logged once an epoch: each self.log call costs ~1 ms of host time (Lightning deep-copies its
