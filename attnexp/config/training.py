@@ -4,6 +4,7 @@ resolved form written down as what ran (`resolved`)."""
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -93,16 +94,9 @@ class MapsConfig:
         one_of(self.long, ("blocks", "first"), "maps.long")
         one_of(self.scale, ("row", "head", "log", "linear"), "maps.scale")
         check(self.importance_examples >= 1, f"maps.importance_examples={self.importance_examples} must be >= 1")
-        if self.flow:
-            import importlib.util
-
-            check(importlib.util.find_spec("scipy") is not None,
-                  "maps.flow=true needs scipy: pip install 'attnexp[explain]' (or set maps.flow=false)")
-        if self.bertviz:
-            import importlib.util
-
-            check(importlib.util.find_spec("bertviz") is not None,
-                  "maps.bertviz=true needs bertviz: pip install 'attnexp[hf]' (or set maps.bertviz=false)")
+        for key, on, module, extra in (("flow", self.flow, "scipy", "explain"), ("bertviz", self.bertviz, "bertviz", "hf")):
+            check(not on or importlib.util.find_spec(module) is not None,
+                  f"maps.{key}=true needs {module}: pip install 'attnexp[{extra}]' (or set maps.{key}=false)")
 
 
 @dataclass
