@@ -42,17 +42,23 @@ def repeat_kv(k: Tensor, v: Tensor, H: int) -> tuple[Tensor, Tensor]:
     return (k, v) if G == H else (k.repeat_interleave(H // G, dim=1), v.repeat_interleave(H // G, dim=1))
 
 
-def eager(q, k, v, mask: MaskSpec, *, scale, bias: Tensor | None = None, dropout_p=0.0, training=False):
-    """Reference path: returns (out (B,H,T,D), post-softmax weights (B,H,T,T))."""
+def softmax_weights(q, k, mask: MaskSpec, *, scale, bias: Tensor | None = None) -> Tensor:
+    """The eager path's post-softmax weights (B,H,T,T), for keys already one per query head; for
+    a variant that combines maps before it multiplies V (differential)."""
     T = q.shape[2]
-    k, v = repeat_kv(k, v, q.shape[1])
     scores = (q @ k.transpose(-2, -1)) * scale
     if bias is not None:
         scores = scores + bias.to(scores.dtype)  # a float32 bias must not upcast bf16 scores
     additive = torch.zeros((), dtype=scores.dtype, device=scores.device).masked_fill(
         ~mask.allowed(T, q.device), float("-inf")
     )
-    weights = torch.softmax(scores + additive, dim=-1)
+    return torch.softmax(scores + additive, dim=-1)
+
+
+def eager(q, k, v, mask: MaskSpec, *, scale, bias: Tensor | None = None, dropout_p=0.0, training=False):
+    """Reference path: returns (out (B,H,T,D), post-softmax weights (B,H,T,T))."""
+    k, v = repeat_kv(k, v, q.shape[1])
+    weights = softmax_weights(q, k, mask, scale=scale, bias=bias)
     probs = F.dropout(weights, dropout_p, training) if dropout_p > 0 else weights
     return probs @ v, weights
 

@@ -24,7 +24,7 @@ import math
 import torch
 from torch import nn
 
-from attnexp.attention.kernels import attend
+from attnexp.attention.kernels import attend, repeat_kv, softmax_weights
 from attnexp.attention.registry import register
 from attnexp.attention.variants.mha import MultiHead
 from attnexp.config import check
@@ -64,18 +64,17 @@ class Differential(MultiHead):
     def kernel(self, q, k, v, mask, need_weights, bias):
         q1, q2 = q.chunk(2, dim=-1)
         k1, k2 = k.chunk(2, dim=-1)
-        kw = dict(backend=self.backend, dropout_p=self.cfg.dropout, training=self.training, need_weights=need_weights)
+        lam = self.lam().to(q.dtype)
         # eager (without dropout at work): the output from the signed map itself, so the probe's maps
-        # are the tensor it used (gradients reach them) and equal eager's to the bit
-        weights = need_weights or (self.backend == "eager" and not (self.training and self.cfg.dropout > 0))
-        kw["need_weights"] = weights
-        out1, w1 = attend(q1, k1, v, mask, **kw)
-        out2, w2 = attend(q2, k2, v, mask, **kw)
-        lam = self.lam().to(out1.dtype)
-        if weights:
+        # are the tensor it used (gradients reach them) and equal eager's to the bit; the two maps
+        # are taken without multiplying V, which only their difference is
+        if need_weights or (self.backend == "eager" and not (self.training and self.cfg.dropout > 0)):
+            H, scale = q.shape[1], 1.0 / math.sqrt(q1.shape[-1])
+            w1, w2 = (softmax_weights(qi, repeat_kv(ki, ki, H)[0], mask, scale=scale) for qi, ki in ((q1, k1), (q2, k2)))
             w = w1 - lam * w2
             return w @ v, (w if need_weights else None)
-        return out1 - lam * out2, None
+        kw = dict(backend=self.backend, dropout_p=self.cfg.dropout, training=self.training)
+        return attend(q1, k1, v, mask, **kw)[0] - lam * attend(q2, k2, v, mask, **kw)[0], None
 
     def finish(self, out_BHTD, x_BTD):
         return super().finish(self.head_norm(out_BHTD) * (1 - self.lambda_init), x_BTD)
