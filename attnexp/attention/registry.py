@@ -25,8 +25,15 @@ def register(cls: type[Attention]) -> type[Attention]:
     if REGISTRY.get(cls.name, cls) is not cls:
         raise ValueError(f"attention variant {cls.name!r} is registered twice: {REGISTRY[cls.name].__module__} "
                          f"and {cls.__module__}")
+    # Only the aliases the class declares itself: a subclass inherits its parent's tuple, and
+    # taking it would hand the parent's older name to whichever subclass registers last.
+    own = cls.__dict__.get("aliases", ())
+    for alias in own:
+        if ALIASES.get(alias, cls.name) != cls.name or alias in REGISTRY:
+            raise ValueError(f"attention alias {alias!r} of {cls.name!r} is already claimed by "
+                             f"{ALIASES.get(alias, alias)!r}")
     REGISTRY[cls.name] = cls
-    for alias in cls.aliases:
+    for alias in own:
         ALIASES[alias] = cls.name
     return cls
 

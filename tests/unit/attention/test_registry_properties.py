@@ -221,3 +221,38 @@ def test_variants_command_lists_what_attention_can_be_set_to(capsys):
     assert {r[1] for r in rows} == set(attention.registered())
     for r in rows:
         assert ", ".join(attention.get(r[1]).backends) in " ".join(r)
+
+
+def test_every_alias_resolves_to_the_class_that_declares_it():
+    """`fused` is mha's older name. Subclasses of MultiHead inherit the class attribute `aliases`;
+    before the fix the last subclass registered (softpick) took `fused` over, so
+    `attention.name=fused` built softpick."""
+    from attnexp.attention import registry
+
+    variants = attention.registered()
+    claimed = {}
+    for name, cls in variants.items():
+        for alias in cls.__dict__.get("aliases", ()):
+            assert alias not in claimed and alias not in variants, f"{alias!r} claimed twice"
+            claimed[alias] = name
+    assert claimed == registry.ALIASES and claimed["fused"] == "mha"
+    assert attention.get("fused") is variants["mha"]
+    from attnexp.model import Transformer
+    from attnexp.config import AttentionConfig
+
+    m = Transformer(ModelConfig(d_model=32, n_heads=4, n_layers=1, d_ff=64, max_len=16),
+                    attention.validate(AttentionConfig(name="fused"), ModelConfig()), vocab_size=11)
+    assert type(m.blocks[0].attn).name == "mha"
+
+
+def test_an_alias_claimed_twice_is_refused():
+    from attnexp.attention import registry
+    from attnexp.attention.variants.mha import MultiHead
+
+    class Other(MultiHead):
+        name = "alias_thief_test"
+        aliases = ("fused",)
+
+    with pytest.raises(ValueError, match="already claimed by 'mha'"):
+        registry.register(Other)
+    registry.REGISTRY.pop("alias_thief_test", None)
