@@ -32,3 +32,16 @@ def _restore_root_logging():
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+@pytest.fixture(autouse=True)
+def _last_checkpoint_is_the_newest_state(request):
+    """In every run folder a test leaves under its tmp_path, a completed run's checkpoints/last.ckpt
+    holds its last step (Lightning's save_last once left it at the last *best* epoch)."""
+    yield
+    tmp = request.node.funcargs.get("tmp_path")
+    if tmp is not None:
+        from helpers.runs import stale_last_checkpoints
+
+        stale = stale_last_checkpoints(tmp)
+        assert not stale, f"last.ckpt older than the run's last step: {stale}"

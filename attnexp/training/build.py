@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import warnings
 from pathlib import Path
 
@@ -72,6 +73,67 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             tmp.unlink(missing_ok=True)
 
 
+class BestAndLast(ModelCheckpoint):
+    """The best checkpoint by `checkpoint.monitor`, and `last.ckpt` holding the newest state after
+    every validation (and at the end of training), whatever the monitor says. Lightning's own
+    `save_last=True` rewrites last.ckpt only on a step where a top-k checkpoint was saved, so a run
+    whose monitor stopped improving kept an old last.ckpt, and resume=auto retrained the epochs since.
+
+    A run resumed into another folder (resume=PATH from a new run) keeps the best score and file:
+    Lightning forgets both there (its "dirpath has changed" warning), and the next epoch became
+    "best" whatever its score."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, save_last=True, enable_version_counter=False, **kwargs)
+
+    def on_validation_end(self, trainer, pl_module):
+        super().on_validation_end(trainer, pl_module)
+        if not self._should_save_on_train_epoch_end(trainer):
+            self._refresh_last(trainer)
+
+    def on_train_epoch_end(self, trainer, pl_module):
+        super().on_train_epoch_end(trainer, pl_module)
+        if self._should_save_on_train_epoch_end(trainer):
+            self._refresh_last(trainer)
+
+    def on_train_end(self, trainer, pl_module):
+        self._refresh_last(trainer)  # e.g. a last epoch with no validation (check_val_every_n_epoch > 1)
+
+    def _refresh_last(self, trainer) -> None:
+        # skips a step already saved (by the top-k save, which writes last.ckpt too), the sanity
+        # check, fast_dev_run and everything outside fit
+        if not self._should_skip_saving_checkpoint(trainer):
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        theirs = state_dict.get("dirpath")
+        if not theirs or self.dirpath is None or Path(theirs) == Path(self.dirpath):
+            return super().load_state_dict(state_dict)
+        moved = {p: self._carried(p) for p in state_dict.get("best_k_models", {})}
+        self.best_model_score = state_dict["best_model_score"]
+        self.best_k_models = {moved[p]: v for p, v in state_dict.get("best_k_models", {}).items() if moved[p]}
+        self.best_model_path = moved.get(state_dict.get("best_model_path")) or ""
+        self.kth_best_model_path = moved.get(state_dict.get("kth_best_model_path")) or ""
+        self.kth_value = state_dict.get("kth_value", self.kth_value)
+        if not self.best_k_models:  # the old best file is gone: its score still sets the bar to beat
+            self.best_k_models = {}
+
+    def _carried(self, path: str) -> str | None:
+        """The resumed run's best file, copied into this run's folder (a hard link where the
+        filesystem allows), so this run's test and later best saves never touch the other folder."""
+        src = Path(path)
+        if not src.is_file():
+            return None
+        dst = Path(self.dirpath) / src.name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if not dst.exists():
+            try:
+                os.link(src, dst)
+            except OSError:
+                shutil.copyfile(src, dst)
+        return str(dst)
+
+
 class StepCheckpoint(ModelCheckpoint):
     """checkpoint.every_n_steps, but never on an epoch's last batch. That checkpoint would be taken
     before the epoch's validation (Lightning runs it after the batch's hooks), and a run resumed
@@ -104,14 +166,14 @@ def our_callbacks(run: Run, recorder, stops, on_cpu: bool) -> tuple[list, ModelC
     and divergence guard, early stopping, the epoch lines (where no bar is drawn), Optuna's pruning
     and the attention maps: (callbacks, the best-checkpoint callback, the maps callback)."""
     ckpt_dir = run.out_dir / "checkpoints"
-    best = ModelCheckpoint(dirpath=ckpt_dir, filename="best-epoch{epoch:02d}", monitor=run.checkpoint.monitor,
-                           mode=run.checkpoint.mode, save_top_k=1, save_last=True, auto_insert_metric_name=False)
+    best = BestAndLast(dirpath=ckpt_dir, filename="best-epoch{epoch:02d}", monitor=run.checkpoint.monitor,
+                       mode=run.checkpoint.mode, save_top_k=1, auto_insert_metric_name=False)
     guard = StopGuard(stops, ckpt_dir if run.optim.nonfinite == "stop" else None,
                       every=1 if on_cpu else (run.trainer.log_every_n_steps or 50))
     out = [best, recorder, guard]
     if run.checkpoint.every_n_steps:  # the latest only
         out.append(StepCheckpoint(dirpath=ckpt_dir, filename="step-{step:07d}", every_n_train_steps=run.checkpoint.every_n_steps,
-                                  save_top_k=1, auto_insert_metric_name=False))
+                                  save_top_k=1, auto_insert_metric_name=False, save_last=True, enable_version_counter=False))
     if run.checkpoint.patience:
         out.append(EarlyStopping(monitor=run.checkpoint.monitor, mode=run.checkpoint.mode, patience=run.checkpoint.patience))
     if not shows_bar(run):

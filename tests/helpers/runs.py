@@ -21,3 +21,36 @@ def options(group: str) -> list[str]:
 def run_of(overrides: list[str], out_dir="unused"):
     """The validated Run that `attnexp train OVERRIDES` would train into `out_dir`."""
     return load_run(compose(overrides, out_dir))
+
+
+def stale_last_checkpoints(root: Path) -> list[str]:
+    """Completed runs under `root` whose checkpoints/last.ckpt is not at the run's last step."""
+    import json
+
+    import torch
+
+    stale = []
+    for s_path in Path(root).rglob("summary.json"):
+        last = s_path.parent / "checkpoints" / "last.ckpt"
+        try:
+            s = json.loads(s_path.read_text())
+        except (OSError, ValueError):
+            continue
+        if s.get("status") != "completed" or not last.is_file():
+            continue
+        step = torch.load(last, map_location="cpu", weights_only=True, mmap=True).get("global_step")
+        if step != s.get("steps"):
+            stale.append(f"{last}: step {step}, the run's {s.get('steps')}")
+    return stale
+
+
+def attnexp(*args: str, cwd, timeout: float = 300):
+    """`python -m attnexp ARGS` in a subprocess, as a user runs it (tests/ on PYTHONPATH, so
+    +callbacks.x._target_=helpers.killers.KillAt resolves): the CompletedProcess."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO)])}
+    return subprocess.run([sys.executable, "-m", "attnexp", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)

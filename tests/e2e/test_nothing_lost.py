@@ -1,0 +1,80 @@
+"""Nothing a run trained is thrown away, and a resume continues the run it names: last.ckpt is the
+newest state whatever the monitor says, a resume onto other data is refused, a resume into another
+folder keeps the best score, a full or read-only disk is one line."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import lightning as L
+import pytest
+import torch
+
+from attnexp.api import train
+from attnexp.model import checkpoints
+from helpers.runs import attnexp, run_of
+
+QUICK = ["attention=bidirectional", "model.dropout=0.1", "data.n_sentences=400", "trainer.max_epochs=3",
+         "logger=none", "test=false", "trainer.enable_progress_bar=false", "maps.enabled=false"]
+STEPS_PER_EPOCH = 6
+# val/loss falls every epoch, so with mode=max the monitor never improves after epoch 0: the weights
+# go on changing while no new "best" is saved (the case where Lightning's save_last went stale)
+PLATEAU = [*QUICK, "checkpoint.monitor=val/loss", "checkpoint.mode=max"]
+
+
+def step_of(path) -> int:
+    return int(checkpoints.load(path)["global_step"])
+
+
+def test_last_checkpoint_holds_the_last_step_when_the_monitor_stops_improving(tmp_path):
+    """Failed before BestAndLast: last.ckpt stayed at step 6 (epoch 0, the only "best")."""
+    s = train(run_of(PLATEAU, tmp_path))
+    assert s["status"] == "completed" and s["steps"] == 3 * STEPS_PER_EPOCH
+    assert step_of(tmp_path / "checkpoints" / "last.ckpt") == s["steps"]
+    assert s["metrics"]["best"]["checkpoint"].endswith("best-epoch00.ckpt")
+    assert s["checkpoints"]["last"] == str(tmp_path / "checkpoints" / "last.ckpt")
+
+
+class LastStepSeen(L.Callback):
+    """last.ckpt's step as each training batch starts (after the previous step's checkpoints)."""
+
+    def __init__(self, folder):
+        self.folder, self.seen = folder, {}
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        last = self.folder / "checkpoints" / "last.ckpt"
+        self.seen[trainer.global_step] = step_of(last) if last.exists() else None
+
+
+def test_step_checkpoints_refresh_last_too(tmp_path):
+    """Failed before: between epochs last.ckpt stayed at the epoch-0 best while step checkpoints went on."""
+    seen = LastStepSeen(tmp_path)
+    s = train(run_of([*PLATEAU, "trainer.max_epochs=2", "checkpoint.every_n_steps=2"], tmp_path), callbacks=[seen])
+    assert s["status"] == "completed"
+    # steps 2, 4 (epoch 0), 6 (epoch 0's validation), 8, 10 (epoch 1): never the epoch's last batch
+    assert [seen.seen[k] for k in (3, 5, 7, 9, 11)] == [2, 4, 6, 8, 10]
+    assert step_of(tmp_path / "checkpoints" / "last.ckpt") == 2 * STEPS_PER_EPOCH
+
+
+@pytest.mark.slow
+def test_a_plateaued_run_killed_two_epochs_later_resumes_at_its_newest_step(tmp_path):
+    """The monitor's best is epoch 0; SIGKILL as epoch 3's validation starts. Before the fix
+    last.ckpt still held step 6, and resume=auto retrained epochs 1-2."""
+    args = [*PLATEAU, "trainer.max_epochs=4", "threads=1"]
+    whole = train(run_of(args, tmp_path / "whole"))
+    run = tmp_path / "run"
+    r = attnexp("train", *args, f"hydra.run.dir={run}", "+callbacks.kill._target_=helpers.killers.KillAt",
+                "+callbacks.kill.at=validation_start", "+callbacks.kill.epoch=3",
+                f"+callbacks.kill.marker={tmp_path / 'killed'}", cwd=tmp_path)
+    assert r.returncode == -signal.SIGKILL, r.stderr[-2000:]
+    assert step_of(run / "checkpoints" / "last.ckpt") == 3 * STEPS_PER_EPOCH
+    assert checkpoints.newest(run) == run / "checkpoints" / "last.ckpt"
+    r = attnexp("train", *args, f"hydra.run.dir={run}", "resume=auto", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    done = json.loads((run / "summary.json").read_text())
+    assert done["resumed_from"] == [str(run / "checkpoints" / "last.ckpt")]
+    assert done["metrics"]["history"] == whole["metrics"]["history"] and done["steps"] == whole["steps"]
+    a = checkpoints.load(tmp_path / "whole" / "checkpoints" / "last.ckpt")["state_dict"]
+    b = checkpoints.load(run / "checkpoints" / "last.ckpt")["state_dict"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
