@@ -115,8 +115,6 @@ class BestAndLast(ModelCheckpoint):
         self.best_model_path = moved.get(state_dict.get("best_model_path")) or ""
         self.kth_best_model_path = moved.get(state_dict.get("kth_best_model_path")) or ""
         self.kth_value = state_dict.get("kth_value", self.kth_value)
-        if not self.best_k_models:  # the old best file is gone: its score still sets the bar to beat
-            self.best_k_models = {}
 
     def _carried(self, path: str) -> str | None:
         """The resumed run's best file, copied into this run's folder (a hard link where the
@@ -144,6 +142,12 @@ class StepCheckpoint(ModelCheckpoint):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         if not trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
             super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        # resumed into another folder: the other run's latest step file stays that run's (and
+        # Lightning's "dirpath has changed" warning would say nothing the user can act on)
+        if Path(state_dict.get("dirpath") or "") == Path(self.dirpath or ""):
+            super().load_state_dict(state_dict)
 
 
 def thread_count(run: Run) -> int | None:

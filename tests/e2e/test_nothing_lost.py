@@ -78,3 +78,17 @@ def test_a_plateaued_run_killed_two_epochs_later_resumes_at_its_newest_step(tmp_
     a = checkpoints.load(tmp_path / "whole" / "checkpoints" / "last.ckpt")["state_dict"]
     b = checkpoints.load(run / "checkpoints" / "last.ckpt")["state_dict"]
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_resume_into_another_folder_keeps_the_best_score_and_file(tmp_path, recwarn):
+    """Lightning forgets best_model_score when the checkpoint's folder differs ("dirpath has
+    changed"), so epoch 2 became "best" although its val/loss (monitored with mode=max) was lower."""
+    first = train(run_of([*PLATEAU, "trainer.max_epochs=2"], tmp_path / "a"))
+    best = first["metrics"]["best"]
+    again = train(run_of([*PLATEAU, f"resume={tmp_path / 'a' / 'checkpoints' / 'last.ckpt'}"], tmp_path / "b"))
+    assert again["status"] == "completed" and again["steps"] == 3 * STEPS_PER_EPOCH
+    assert again["metrics"]["best"]["value"] == best["value"]
+    assert again["metrics"]["best"]["checkpoint"] == str(tmp_path / "b" / "checkpoints" / "best-epoch00.ckpt")
+    assert step_of(tmp_path / "b" / "checkpoints" / "best-epoch00.ckpt") == STEPS_PER_EPOCH
+    assert (tmp_path / "a" / "checkpoints" / "best-epoch00.ckpt").is_file(), "the first run's files are its own"
+    assert not [w for w in recwarn if "dirpath has changed" in str(w.message)]
