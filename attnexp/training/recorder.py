@@ -210,9 +210,12 @@ class RunRecorder(L.Callback):
         path = self.out_dir / "checkpoints" / name
         try:
             # A save, and a whole one (optimizer, schedule, loops, callbacks' state) so that resume=
-            # continues from it; every checkpoint attnexp reads goes through checkpoints.load, which
-            # unpickles with weights_only=True.
-            trainer.save_checkpoint(path)
+            # continues from it: the second argument is Lightning's save-side `weights_only` (what to
+            # write), said as ModelCheckpoint says it; left unset, Lightning logs "`weights_only` was
+            # not set, defaulting to False", which reads as an unsafe load. Every checkpoint attnexp
+            # reads goes through checkpoints.load (torch.load weights_only=True) or fit/test's
+            # ckpt_path with weights_only=True.
+            trainer.save_checkpoint(path, False)
             return path
         except Diverged:
             return None

@@ -368,3 +368,15 @@ def test_resume_auto_refuses_a_changed_model_as_resume_path_does(tmp_path):
         train(run_of([*QUICK, "attention=causal", "trainer.max_epochs=2", "resume=auto"], tmp_path))
     with pytest.raises(ConfigError, match=r"attention.mask=bidirectional \(this run: causal\)"):
         run_of([*QUICK, "attention=causal", f"resume={tmp_path / 'checkpoints' / 'last.ckpt'}"])
+
+
+def test_an_interrupted_run_logs_no_weights_only_default(tmp_path, caplog):
+    """Lightning logged "`weights_only` was not set, defaulting to `False`" for the interrupted.ckpt
+    save (its save-side flag); every load passes weights_only=True and no save leaves it unset."""
+    import logging
+
+    with caplog.at_level(logging.INFO):
+        s = train(run_of([*QUICK, "trainer.max_epochs=2"], tmp_path), callbacks=[SignalAt(3)])
+        assert s["status"] == "interrupted"
+        assert train(run_of([*QUICK, "trainer.max_epochs=2", "resume=auto"], tmp_path))["status"] == "completed"
+    assert not [r for r in caplog.records if "weights_only" in r.getMessage()]
