@@ -32,6 +32,10 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
         if problem:
             print(f"attnexp: config error: {problem}", file=sys.stderr)
             return EXIT[Status.CONFIG_ERROR]
+    problem = unwritable(run_folder(overrides, multirun), "hydra.sweep.dir" if multirun else "hydra.run.dir")
+    if problem:
+        print(f"attnexp: {problem}", file=sys.stderr)
+        return EXIT[Status.FAILED]
     # Lightning re-runs this command line for each extra DDP process (sys.argv, which Hydra needs
     # without the subcommand): this tells `python -m attnexp <overrides>` that it is a train.
     os.environ["ATTNEXP_SUBCOMMAND"] = "train"
@@ -41,6 +45,30 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
     sys.argv = ["attnexp train", *argv]
     hydra_task(overrides, multirun, started)()
     return finish_sweep(sweep_root) if sweep_root else 0
+
+
+def run_folder(overrides: list[str], multirun: bool) -> Path:
+    """Where Hydra will make the run's (or the sweep's) folder: the part of hydra.run.dir /
+    hydra.sweep.dir before any interpolation, else conf/config.yaml's outputs/ or multirun/."""
+    key = "hydra.sweep.dir=" if multirun else "hydra.run.dir="
+    given = [o[len(key):] for o in overrides if o.startswith(key)]
+    return Path(given[-1].split("${", 1)[0] or ".") if given else Path("multirun" if multirun else "outputs")
+
+
+def unwritable(folder: Path, key: str) -> str | None:
+    """One line when the run folder cannot be made or written (a read-only disk, no permission),
+    before Hydra's own mkdir fails with a traceback; else None."""
+    existing = folder.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if os.access(existing, os.W_OK | os.X_OK):
+        return None
+    try:
+        read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    why = "is on a read-only file system" if read_only else "is not writable by this user"
+    return f"cannot write the run folder {folder}: {existing} {why}; give a writable folder with {key}=DIR"
 
 
 def hydra_flags(argv: list[str]):
@@ -103,12 +131,31 @@ def job(cfg, overrides: list[str], multirun: bool, started: float | None) -> flo
     except Interrupted as e:
         print(f"attnexp: stopped by {e.signame} before training started in {out}", file=sys.stderr)
         raise SystemExit(EXIT[e.signame]) from None
-    except Exception:  # in a sweep one failed job must not take the others with it
+    except Exception as e:  # in a sweep one failed job must not take the others with it
+        from attnexp.training.stops import disk_full
+
+        if disk_full(e):
+            return disk_is_full(out, sweep)
         if not sweep:
             raise
         log.exception("run %s failed", out)
         return None
     return None if result is None else conclude(result, overrides, multirun, out, sweep)  # None: another DDP rank
+
+
+def disk_is_full(out: Path, sweep: bool) -> None:
+    """A full disk is one line (the run's record says it too, where it could be written), not a traceback."""
+    from attnexp.training.stops import disk_full_message
+
+    try:
+        said = summary.read(out / summary.NAME).get("error") or ""
+    except summary.SummaryError:
+        said = ""
+    msg = said if said.startswith("disk full") else disk_full_message(out, None)
+    if not sweep:
+        print(f"attnexp: {msg}", file=sys.stderr)
+        raise SystemExit(EXIT[Status.FAILED]) from None
+    log.error("%s", msg)
 
 
 def config_error(e: Exception, out: Path, sweep: bool) -> None:

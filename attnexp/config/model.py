@@ -73,5 +73,6 @@ class ModelConfig:
         one_of(self.activation, ("gelu", "gelu_tanh"), "model.activation")
         check(self.ln_eps > 0, f"model.ln_eps={self.ln_eps} must be > 0")
         check(self.type_vocab_size >= 0, f"model.type_vocab_size={self.type_vocab_size} must be >= 0")
-        check(self.init is None or str(self.init).startswith("hf:"),
-              f"model.init={self.init!r}: give hf:<hub name or local folder> (e.g. model.init=hf:bert-base-uncased), or null")
+        check(self.init is None or str(self.init).startswith("hf:") or str(self.init).endswith(".ckpt"),
+              f"model.init={self.init!r}: give hf:<hub name or local folder> (e.g. model.init=hf:bert-base-uncased), "
+              f"an attnexp checkpoint (a .ckpt file), or null")

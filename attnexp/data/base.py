@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 from collections.abc import Callable
+from dataclasses import asdict
 
 import lightning as L
 import torch
@@ -104,6 +107,26 @@ class Items(Dataset):
         return {**self.items[i], "epoch": epoch}
 
 
+BATCHING = ("batch_size", "num_workers", "bucket", "pad_to_multiple_of")  # how examples are batched, not which
+# Where the data was read from: recorded, but compared through what was read (the split sizes and
+# the tokenizer's hash), so a copy of the same files elsewhere still resumes.
+LOCATION = ("source", "path", "hub_name", "corpus", "tokenizer", "cache_dir")
+
+
+def identity_mismatch(saved: dict | None, now: dict) -> str | None:
+    """None when two data identities name the same examples; else what differs, in a few words."""
+    if not isinstance(saved, dict):
+        return None  # a checkpoint from before attnexp recorded its data: nothing to compare
+    diff = [f"data.{k}={v!r} (this run: {now['settings'].get(k)!r})"
+            for k, v in (saved.get("settings") or {}).items() if now["settings"].get(k) != v]
+    diff += [f"data.{k} (this run's data has it)" for k in now["settings"] if k not in (saved.get("settings") or {})]
+    if saved.get("splits") != now["splits"]:
+        diff.append(f"split sizes {saved.get('splits')} (this run: {now['splits']})")
+    if saved.get("tokenizer_sha256") != now["tokenizer_sha256"]:
+        diff.append("another tokenizer (ids mean other tokens)")
+    return ", ".join(diff[:4]) or None
+
+
 class TokenDataModule(L.LightningDataModule):
     """Shared by every data set: lists of token-id items in, padded batches out.
 
@@ -168,6 +191,17 @@ class TokenDataModule(L.LightningDataModule):
 
     def encode_text(self, text: str) -> list[int]:
         return self.encoder.encode(text)
+
+    def identity(self) -> dict:
+        """What these examples are, recorded in every checkpoint and summary.json, so a resume onto
+        other data is refused (`identity_mismatch`): the settings that choose the examples (not how
+        they are batched), where they were read from, the split sizes and a hash of the tokenizer."""
+        d = asdict(self.cfg)
+        encoder = json.dumps(self.encoder.state(), sort_keys=True) if getattr(self, "encoder", None) else ""
+        return {"settings": {k: v for k, v in d.items() if k not in BATCHING + LOCATION},
+                "location": {k: d[k] for k in LOCATION if k in d},
+                "splits": {k: len(v) for k, v in sorted(self.splits.items())},
+                "tokenizer_sha256": hashlib.sha256(encoder.encode()).hexdigest()[:16]}
 
     def state_dict(self) -> dict:
         """Saved by Lightning into every checkpoint: the encoder, so maps of new text need no data."""

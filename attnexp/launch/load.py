@@ -76,7 +76,7 @@ def model_and_attention(cfg: DictConfig, data, trainer: TrainerConfig):
     the data config, given the checkpoint's tokenizer where it has one."""
     m = from_dict(ModelConfig, section(cfg, "model"), "model")
     a = from_dict(AttentionConfig, section(cfg, "attention"), "attention")
-    if m.init:  # pretrained: sizes, norm, attention layout and tokenizer are the checkpoint's
+    if m.init and m.init.startswith("hf:"):  # pretrained: sizes, norm, attention layout and tokenizer are the checkpoint's
         from attnexp.model import pretrained
 
         m.validate()
@@ -97,14 +97,16 @@ def model_and_attention(cfg: DictConfig, data, trainer: TrainerConfig):
 
 
 def check_resume(resume: str | None, m: ModelConfig, a: AttentionConfig, t: TaskConfig) -> None:
-    """resume=PATH names a checkpoint of the model these settings build (resume=auto is checked
-    when the run folder's newest checkpoint is picked, before training)."""
-    if resume in (None, "auto"):
-        return
-    ckpt = checkpoints.load(resume, "resume")
-    problem = checkpoints.mismatch(ckpt, asdict(m), asdict(a), asdict(t), "resume", resume)
-    check(problem is None, problem or "")
-    checkpoints.check_resumable(ckpt, "resume", resume)
+    """resume=PATH and model.init=PATH.ckpt name a checkpoint of the model these settings build
+    (resume=auto is checked when the run folder's newest checkpoint is picked, before training)."""
+    for key, path in (("resume", resume), ("model.init", m.init)):
+        if path in (None, "auto") or (key == "model.init" and path.startswith("hf:")):
+            continue
+        ckpt = checkpoints.load(path, key)
+        problem = checkpoints.mismatch(ckpt, asdict(m), asdict(a), asdict(t), key, path)
+        check(problem is None, problem or "")
+        if key == "resume":
+            checkpoints.check_resumable(ckpt, key, path)
 
 
 def load_run(cfg: DictConfig, started: float | None = None) -> Run:

@@ -120,6 +120,12 @@ def newest(run_dir: str | Path) -> Path | None:
     return max(scored)[2] if scored else None
 
 
+def model_weights(ckpt: dict) -> dict[str, torch.Tensor]:
+    """The plain Transformer's tensors of a Lightning checkpoint (the module keeps it as `model`)."""
+    return {k[len(MODEL_PREFIX):]: v for k, v in ckpt["state_dict"].items()
+            if isinstance(k, str) and k.startswith(MODEL_PREFIX) and isinstance(v, torch.Tensor)}
+
+
 def model_from_checkpoint(ckpt: dict, path: str | Path, key: str = "ckpt"):
     """The Transformer a checkpoint describes, in eval mode: its settings checked like a config
     (a stranger's file cannot ask for an absurd size), its tensors checked against the model built
@@ -137,8 +143,7 @@ def model_from_checkpoint(ckpt: dict, path: str | Path, key: str = "ckpt"):
             raise ConfigError(f"vocab_size={vocab!r}, num_classes={classes!r} are not sizes")
     except (ConfigError, KeyError, TypeError) as e:
         raise ConfigError(f"{key}={str(path)!r} does not describe an attnexp model ({e})") from None
-    weights = {k[len(MODEL_PREFIX):]: v for k, v in ckpt["state_dict"].items()
-               if isinstance(k, str) and k.startswith(MODEL_PREFIX) and isinstance(v, torch.Tensor)}
+    weights = model_weights(ckpt)
 
     def build(device):
         with torch.device(device):

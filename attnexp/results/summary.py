@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from attnexp.config import JobContext, Run
 
-SCHEMA = 4  # 2 added `overrides`; 3: statuses running/diverged/pruned, signal, resumed_from, pid/host, sweep, strict JSON;
-# 4: perf (tokens/s, TFLOP/s, MFU of the last epoch), startup_s, early_stopping
+SCHEMA = 5  # 2 added `overrides`; 3: statuses running/diverged/pruned, signal, resumed_from, pid/host, sweep, strict JSON;
+# 4: perf (tokens/s, TFLOP/s, MFU of the last epoch), startup_s, early_stopping; 5: data.identity
 NAME = "summary.json"
 
 
@@ -65,8 +65,11 @@ def write(path: Path | str, data: Any) -> None:
     """Strict JSON to a temporary file, then a rename: a reader (or a kill) never sees half a file."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(dumps(data, indent=2) + "\n")
+        os.replace(tmp, path)
+    finally:  # a full disk: no half-written temporary file left beside the record
+        tmp.unlink(missing_ok=True)
 
 
 def _version(pkg: str) -> str | None:

@@ -54,23 +54,75 @@ def quiet_lightning() -> None:
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """torch.save into a temporary file beside the target, flushed to disk, then renamed over it:
-    a kill during a save leaves the previous checkpoint whole. (Lightning's own save goes through
-    an fsspec transaction whose temporary file lives in the system temp dir; across filesystems
-    its final move is a copy, which a kill can leave half-written.)"""
+    """torch.save into a file beside the target, flushed to disk, then renamed over it: a kill
+    during a save leaves the previous checkpoint whole. (Lightning's own save goes through an fsspec
+    transaction whose temporary file lives in the system temp dir; across filesystems its final
+    move is a copy, which a kill can leave half-written.)
+
+    Where the filesystem allows (Linux: ext4, xfs, btrfs, tmpfs) the file has no name until it is
+    whole (O_TMPFILE, then linked in): a SIGKILL or a full disk mid-save leaves nothing behind.
+    Elsewhere it is `.<name>.<pid>.tmp`, removed on an error and, after a kill, by the next run in
+    that folder (`remove_orphans`)."""
 
     def save_checkpoint(self, checkpoint, path, storage_options=None):
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
-            with open(tmp, "wb") as f:
-                torch.save(checkpoint, f)
-                f.flush()
-                os.fsync(f.fileno())
+            if not _save_unnamed(checkpoint, tmp):
+                with open(tmp, "wb") as f:
+                    _write(checkpoint, f)
             os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)
+
+
+def _write(checkpoint, f) -> None:
+    torch.save(checkpoint, f)
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def _save_unnamed(checkpoint, name: Path) -> bool:
+    """The checkpoint written to a file with no name (O_TMPFILE) and linked in as `name` once
+    whole; False where the OS or filesystem cannot (nothing was written then)."""
+    if not hasattr(os, "O_TMPFILE") or not Path("/proc/self/fd").is_dir():
+        return False
+    try:
+        fd = os.open(name.parent, os.O_TMPFILE | os.O_WRONLY, 0o644)
+    except OSError:
+        return False
+    folder = os.open(name.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            _write(checkpoint, f)
+            name.unlink(missing_ok=True)
+            # linkat(AT_SYMLINK_FOLLOW) on /proc/self/fd/N, as open(2) describes; a dir fd makes
+            # Python call linkat rather than link, which would not follow the magic link
+            os.link(f"/proc/self/fd/{f.fileno()}", name.name, dst_dir_fd=folder, follow_symlinks=True)
+    finally:
+        os.close(folder)
+    return True
+
+
+def remove_orphans(run_dir: Path) -> None:
+    """Temporary files (`.<name>.<pid>.tmp`) that a killed process left in a run folder (its
+    checkpoints where O_TMPFILE is missing, summary.json): removed when the next run starts there."""
+    for folder in (run_dir, run_dir / "checkpoints"):
+        for p in folder.glob(".*.tmp") if folder.is_dir() else ():
+            pid = p.name.rsplit(".", 2)[-2]
+            if pid.isdigit() and not _alive(int(pid)):
+                p.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class BestAndLast(ModelCheckpoint):

@@ -19,6 +19,7 @@ from omegaconf import OmegaConf
 
 from attnexp.config import ConfigError, Run, check, split_override
 from attnexp.data import build_datamodule
+from attnexp.data.base import identity_mismatch
 from attnexp.model import checkpoints
 from attnexp.results import summary
 from attnexp.results.summary import Status
@@ -36,6 +37,7 @@ def train(run: Run, callbacks: Sequence[L.Callback] = ()) -> dict | None:
     None on the other ranks of a distributed run. `callbacks`: Lightning callbacks of the caller's,
     added to those the config builds."""
     run.out_dir.mkdir(parents=True, exist_ok=True)
+    build.remove_orphans(run.out_dir)
     threads_before = torch.get_num_threads()  # `threads=` is this run's: the next job of a sweep starts from the default
     with StopSignals() as stops:
         try:
@@ -61,7 +63,10 @@ def record_early_failure(run: Run, e: BaseException) -> None:
     extra = {}
     if isinstance(e, Interrupted):
         msg, extra = f"stopped by {e.signame} before training started", {"signal": e.signame}
-    summary.write(run.out_dir / summary.NAME, summary.error_record(run.out_dir, status, msg, run.job, **extra))
+    try:
+        summary.write(run.out_dir / summary.NAME, summary.error_record(run.out_dir, status, msg, run.job, **extra))
+    except OSError:  # a full or read-only disk: the exception itself says what happened
+        pass
 
 
 def prepare(run: Run):
@@ -85,20 +90,38 @@ def prepare(run: Run):
         check(dm.num_classes, f"data={run.data.name} has no labels for task=classify")
     check(len(dm.splits["train"]) > 0, f"data={run.data.name} has no training examples; nothing to train on")
     module = AttnexpModule.from_configs(run.model, run.attention, run.task, run.optim, dm.vocab_size, dm.num_classes)
+    module.data_identity = dm.identity()
     if run.model.init and ckpt is None:  # a resumed run takes every weight from its checkpoint instead
+        init_weights(run, module)
+    if ckpt is not None:
+        problem = identity_mismatch(ckpt.get("data_identity"), module.data_identity)
+        check(problem is None, f"resume={str(resume)!r} was trained on other data: {problem}; resume with the data it "
+                               f"was trained on, or start a new run from its weights with model.init={resume}")
+        checkpoints.check_shapes(ckpt, module.state_dict(), "resume", resume)
+    return dm, module, resume
+
+
+def init_weights(run: Run, module: AttnexpModule) -> None:
+    """model.init: a pretrained model's weights (hf:...; the task head starts fresh), or an attnexp
+    checkpoint's (every weight; a new optimizer, schedule and run: fine-tuning on other data)."""
+    if run.model.init.startswith("hf:"):
         from attnexp.model import pretrained
 
         pretrained.load_into(module.model, pretrained.source_of(run.model.init))
         log.info("weights from %s (the task head starts fresh)", run.model.init)
-    if ckpt is not None:
-        checkpoints.check_shapes(ckpt, module.state_dict(), "resume", resume)
-    return dm, module, resume
+        return
+    ckpt = checkpoints.load(run.model.init, "model.init")  # its settings were checked with the config
+    own = module.model.state_dict()
+    weights = checkpoints.model_weights(ckpt)
+    checkpoints.check_shapes({"state_dict": weights}, own, "model.init", run.model.init)
+    module.model.load_state_dict({k: weights[k] for k in own})
+    log.info("weights from %s (a new run: optimizer and schedule start fresh)", run.model.init)
 
 
 def _train(run: Run, stops: StopSignals, extra_callbacks: Sequence[L.Callback]) -> dict | None:
     dm, module, resume = prepare(run)
     data = {"name": run.data.name, "vocab_size": dm.vocab_size, "num_classes": dm.num_classes,
-            **{f"n_{k}": len(v) for k, v in dm.splits.items()}}
+            **{f"n_{k}": len(v) for k, v in dm.splits.items()}, "identity": module.data_identity}
     recorder = RunRecorder(run.out_dir, summary.static_record(run, module.model.num_params(), data), stops,
                            resumed_from=str(resume) if resume else None, started=run.job.started)
     ours, best, maps = build.our_callbacks(run, recorder, stops, build.on_cpu(run))

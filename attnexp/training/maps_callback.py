@@ -154,7 +154,10 @@ class AttentionMaps(L.Callback):
         self.finish(trainer)
 
     def on_exception(self, trainer, pl_module, exception):  # an interrupted run keeps its viewer and GIFs too
-        self.finish(trainer)
+        try:
+            self.finish(trainer)
+        except OSError as e:  # e.g. the disk that just filled up: the run's own exception is the one to report
+            log.warning("maps: the viewer and GIFs could not be written (%s)", e)
 
     @rank_zero_only
     def finish(self, trainer):

@@ -54,6 +54,7 @@ class AttnexpModule(L.LightningModule):
         self.stage_prefix = {"train": "train", "val": "val", "test": "test"}
         self.schedule_steps: int | None = None  # the schedule's length, kept when a run resumes
         self.skipped = self._skips_in_a_row = 0  # optim.nonfinite=skip
+        self.data_identity: dict | None = None  # the DataModule's identity(): saved in every checkpoint
 
     def train(self, mode: bool = True):
         """A frozen encoder stays in eval mode (no dropout) while its head trains."""
@@ -180,6 +181,7 @@ class AttnexpModule(L.LightningModule):
         train = self._sums.get("train")
         checkpoint["attnexp"] = {"schedule_steps": self.schedule_steps, "skipped": self.skipped,
                                  "train_sums": train.tolist() if train is not None else None}
+        checkpoint["data_identity"] = self.data_identity  # what it was trained on: a resume onto other data is refused
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         state = checkpoint.get("attnexp", {})

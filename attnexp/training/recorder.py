@@ -21,7 +21,7 @@ from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 from attnexp.model.flops import peak_tflops, train_flops_per_position
 from attnexp.results import summary
 from attnexp.results.summary import Status
-from attnexp.training.stops import Diverged, Interrupted, StopSignals, status_for
+from attnexp.training.stops import Diverged, Interrupted, StopSignals, disk_full, disk_full_message, status_for
 
 
 def device_name(trainer: L.Trainer | None) -> str:
@@ -194,6 +194,8 @@ class RunRecorder(L.Callback):
                 path = self._save(trainer, "interrupted.ckpt")
         elif status in (Status.DIVERGED, Status.PRUNED):
             error = str(exception)
+        elif disk_full(exception):  # one more checkpoint would not fit either
+            error = disk_full_message(self.out_dir, self.static.get("model", {}).get("n_params"))
         else:
             error = f"{type(exception).__name__}: {exception}"
             path = self._save(trainer, "on_exception.ckpt")
@@ -255,5 +257,10 @@ class RunRecorder(L.Callback):
             "versions": summary.versions(),
         }
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        summary.write(self.out_dir / summary.NAME, record)
+        try:
+            summary.write(self.out_dir / summary.NAME, record)
+        except OSError as e:
+            if status == Status.RUNNING or not disk_full(e):  # a full disk mid-run: the exception that follows says it
+                raise
+            rank_zero_warn(f"summary.json could not be written: {e}")  # the run's end said on the console instead
         return record

@@ -5,8 +5,11 @@ is the one place an exception becomes a status (the command line turns statuses 
 
 from __future__ import annotations
 
+import errno
+import shutil
 import signal
 import threading
+from pathlib import Path
 
 from attnexp.config import ConfigError
 from attnexp.results.summary import Status
@@ -31,6 +34,39 @@ class Pruned(Exception):
 class Diverged(Exception):
     def __init__(self, message: str):
         super().__init__(message)
+
+
+# What torch.save's zip writer says when a write comes up short (it reports no errno)
+_TORCH_SHORT_WRITE = ("unexpected pos", "PytorchStreamWriter failed writing", "file write failed")
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether `exc` (or an exception it came from) is a write that found no space left."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if isinstance(exc, RuntimeError) and any(m in str(exc) for m in _TORCH_SHORT_WRITE):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def disk_full_message(folder: Path | str, n_params: int | None) -> str:
+    """One line: the folder, its free space, and what a checkpoint of this model takes (fp32
+    weights and AdamW's two moments)."""
+    folder = Path(folder)
+    try:
+        free = f"{shutil.disk_usage(folder).free / 2**20:.1f} MB free"
+    except OSError:
+        free = "no free space"
+    need = ""
+    if n_params:
+        mb = 3 * 4 * n_params / 2**20
+        need = f"; each checkpoint of this model takes about {mb:.1f} MB (best and last: {2 * mb:.1f} MB, and the maps more)"
+    return (f"disk full: {folder} has {free}{need}; free space there or give the run another folder "
+            f"(hydra.run.dir=DIR, hydra.sweep.dir=DIR)")
 
 
 def status_for(exc: BaseException) -> Status:

@@ -5,7 +5,10 @@ folder keeps the best score, a full or read-only disk is one line."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
+import subprocess
 
 import lightning as L
 import pytest
@@ -92,3 +95,106 @@ def test_a_resume_into_another_folder_keeps_the_best_score_and_file(tmp_path, re
     assert step_of(tmp_path / "b" / "checkpoints" / "best-epoch00.ckpt") == STEPS_PER_EPOCH
     assert (tmp_path / "a" / "checkpoints" / "best-epoch00.ckpt").is_file(), "the first run's files are its own"
     assert not [w for w in recwarn if "dirpath has changed" in str(w.message)]
+
+
+def test_a_resume_onto_other_data_is_refused_and_model_init_fine_tunes_instead(tmp_path):
+    """Failed before: a copy-task checkpoint resumed with experiment=reverse (same vocabulary and
+    model) restored every state and trained on, since no checkpoint named its data."""
+    from attnexp.config import ConfigError
+
+    copy = ["experiment=copy", "data.n_train=256", "data.n_val=64", "trainer.max_epochs=1", "logger=none",
+            "trainer.enable_progress_bar=false", "maps.enabled=false", "test=false"]
+    first = train(run_of(copy, tmp_path / "copy"))
+    assert first["data"]["identity"]["settings"]["kind"] == "copy"
+    last = tmp_path / "copy" / "checkpoints" / "last.ckpt"
+    assert checkpoints.load(last)["data_identity"] == first["data"]["identity"]
+    reverse = [*copy[1:], "experiment=reverse", "trainer.max_epochs=2"]
+    with pytest.raises(ConfigError, match=r"was trained on other data: data.kind='copy' \(this run: 'reverse'\).*model.init="):
+        train(run_of([*reverse, f"resume={last}"], tmp_path / "reverse"))
+    tuned = train(run_of([*reverse, f"model.init={last}"], tmp_path / "tuned"))
+    assert tuned["status"] == "completed" and tuned["resumed_from"] == [] and tuned["steps"] == 2 * 4
+    same = train(run_of([*copy, "trainer.max_epochs=2", f"resume={last}"], tmp_path / "copy2"))
+    assert same["status"] == "completed" and same["steps"] == 2 * 4
+
+
+# -- a full or read-only disk ----------------------------------------------------------------------
+
+def mounted(path, *options):
+    """A tmpfs at `path` (root only): the small or read-only filesystem a test fills."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small tmpfs needs root and mount(8)")
+    path.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(options), "tmpfs", str(path)], capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip(f"tmpfs could not be mounted here: {r.stderr.strip()}")
+    return path
+
+
+def unmount(path):
+    subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+@pytest.mark.slow
+def test_a_full_disk_is_one_line_a_record_and_no_temporary_file(tmp_path):
+    """Before: a 53-frame chained traceback, summary.json left `running`, an orphan .summary.json.<pid>.tmp."""
+    disk = mounted(tmp_path / "disk", "size=600k")
+    try:
+        r = attnexp("train", *QUICK, "trainer.max_epochs=1", "maps.enabled=true", f"hydra.run.dir={disk / 'run'}",
+                    cwd=tmp_path)
+        assert r.returncode == 1, r.stderr[-2000:]
+        assert "Traceback" not in r.stderr, r.stderr[-3000:]
+        lines = [x for x in r.stderr.splitlines() if x.startswith("attnexp:")]
+        assert len(lines) == 1 and lines[0].startswith(f"attnexp: disk full: {disk / 'run'} has "), r.stderr[-2000:]
+        assert "each checkpoint of this model takes about" in lines[0]
+        s = json.loads((disk / "run" / "summary.json").read_text())
+        assert s["status"] == "failed" and s["error"].startswith("disk full")
+        assert not [p for p in disk.rglob("*") if p.name.endswith(".tmp")]
+    finally:
+        unmount(disk)
+
+
+@pytest.mark.slow
+def test_a_kill_during_a_checkpoint_save_leaves_no_temporary_file(tmp_path):
+    run = tmp_path / "run"
+    r = attnexp("train", *QUICK, f"hydra.run.dir={run}", "+callbacks.kill._target_=helpers.killers.KillDuringSave",
+                f"+callbacks.kill.marker={tmp_path / 'killed'}", "+callbacks.kill.step=12", cwd=tmp_path)
+    assert r.returncode == -signal.SIGKILL, r.stderr[-2000:]
+    assert not [p.name for p in run.rglob("*") if p.name.endswith(".tmp")]
+    assert step_of(run / "checkpoints" / "last.ckpt") == STEPS_PER_EPOCH
+    r = attnexp("train", *QUICK, f"hydra.run.dir={run}", "resume=auto", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads((run / "summary.json").read_text())["steps"] == 3 * STEPS_PER_EPOCH
+
+
+def test_orphaned_temporary_files_of_dead_processes_are_removed_when_a_run_starts(tmp_path):
+    from attnexp.training.build import remove_orphans
+
+    (tmp_path / "checkpoints").mkdir()
+    dead = _dead_pid()
+    orphan, live = tmp_path / "checkpoints" / f".last.ckpt.{dead}.tmp", tmp_path / f".summary.json.{os.getpid()}.tmp"
+    orphan.write_bytes(b"half"), live.write_bytes(b"being written")
+    remove_orphans(tmp_path)
+    assert not orphan.exists() and live.exists()
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+@pytest.mark.slow
+def test_a_read_only_run_folder_is_one_line(tmp_path):
+    """Before: Hydra's own mkdir traceback, before attnexp ran."""
+    disk = mounted(tmp_path / "ro", "ro")
+    try:
+        for args, key in ((["train", f"hydra.run.dir={disk / 'run'}"], "hydra.run.dir"),
+                          (["train", "-m", "seed=1,2", f"hydra.sweep.dir={disk / 'sweep'}"], "hydra.sweep.dir")):
+            r = attnexp(*args, "logger=none", cwd=tmp_path)
+            assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+            assert r.stderr.strip() == (f"attnexp: cannot write the run folder {disk / args[-1].split('=')[1].split('/')[-1]}: "
+                                        f"{disk} is on a read-only file system; give a writable folder with {key}=DIR")
+        r = attnexp("train", "logger=none", cwd=disk)  # the default outputs/ in a read-only working directory
+        assert r.stderr.strip().startswith("attnexp: cannot write the run folder outputs:"), r.stderr[-2000:]
+    finally:
+        unmount(disk)

@@ -30,3 +30,26 @@ class KillAt(L.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         if self.at == "step" and trainer.global_step == self.step:
             self._kill()
+
+
+class KillDuringSave(L.Callback):
+    """SIGKILL in the middle of the first checkpoint save after optimizer step `step`: torch.save
+    has written part of the file when the process dies (`marker`: once across resumes)."""
+
+    def __init__(self, marker: str, step: int):
+        self.marker, self.step = Path(marker), step
+
+    def setup(self, trainer, pl_module, stage):
+        import torch
+
+        real = torch.save
+
+        def save(obj, f, *args, **kwargs):
+            if trainer.global_step >= self.step and not self.marker.exists() and hasattr(f, "write"):
+                self.marker.write_text("killed")
+                f.write(b"PK\x03\x04 half a checkpoint")
+                f.flush()
+                os.kill(os.getpid(), signal.SIGKILL)
+            return real(obj, f, *args, **kwargs)
+
+        torch.save = save
