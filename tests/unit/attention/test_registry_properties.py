@@ -237,8 +237,8 @@ def test_every_alias_resolves_to_the_class_that_declares_it():
             claimed[alias] = name
     assert claimed == registry.ALIASES and claimed["fused"] == "mha"
     assert attention.get("fused") is variants["mha"]
-    from attnexp.model import Transformer
     from attnexp.config import AttentionConfig
+    from attnexp.model import Transformer
 
     m = Transformer(ModelConfig(d_model=32, n_heads=4, n_layers=1, d_ff=64, max_len=16),
                     attention.validate(AttentionConfig(name="fused"), ModelConfig()), vocab_size=11)
