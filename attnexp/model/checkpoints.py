@@ -120,6 +120,23 @@ def newest(run_dir: str | Path) -> Path | None:
     return max(scored)[2] if scored else None
 
 
+def held_elements(tensors: dict, key: str, path) -> int:
+    """The values a file's tensors really hold: the elements of their distinct storages (the bytes on
+    disk), not `numel()`, which a view inflates for free (`torch.zeros(1).expand(n, n)` is one float
+    on disk and n*n once built). A tensor that is not contiguous, or not wholly inside its storage,
+    is not one a model's state_dict saves: refused."""
+    storages: dict[int, int] = {}
+    for name, t in tensors.items():
+        st = t.untyped_storage()
+        end = (t.storage_offset() + t.numel()) * t.element_size()
+        if t.numel() and (not t.is_contiguous() or st.nbytes() < end):
+            raise ConfigError(f"{key}={str(path)!r}: tensor {str(name)[:80]!r} is a view ({tuple(t.shape)} over "
+                              f"{st.nbytes():,} bytes); a saved model holds whole tensors, so it is not one")
+        if st.nbytes():
+            storages[st.data_ptr()] = st.nbytes() // t.element_size()
+    return sum(storages.values())
+
+
 def model_weights(ckpt: dict) -> dict[str, torch.Tensor]:
     """The plain Transformer's tensors of a Lightning checkpoint (the module keeps it as `model`)."""
     return {k[len(MODEL_PREFIX):]: v for k, v in ckpt["state_dict"].items()
@@ -152,9 +169,10 @@ def model_from_checkpoint(ckpt: dict, path: str | Path, key: str = "ckpt"):
 
     # The sizes a stranger's file states are checked against the tensors it holds before any memory
     # is taken: on the meta device a model of any size costs nothing to build.
-    shapes = build("meta").state_dict()
-    implied = sum(v.numel() for v in shapes.values())
-    held = sum(v.numel() for v in weights.values())
+    meta = build("meta")
+    shapes = meta.state_dict()
+    implied = sum(p.numel() for p in meta.parameters()) + sum(b.numel() for b in meta.buffers())  # tied weights once
+    held = held_elements(weights, key, path)
     if implied > held:
         raise ConfigError(f"{key}={str(path)!r} describes a model of {implied:,} parameters but holds tensors for "
                           f"{held:,}; it is not a whole attnexp checkpoint")

@@ -297,3 +297,31 @@ def test_showing_the_config_checks_the_overrides_first(flag, capsys):
     assert main(["train", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "attnexp: config error: model.n_head is not a config key; did you mean model.n_heads?", err
+
+
+def test_stride_zero_tensors_cannot_make_maps_build_a_huge_model(trained, capsys):
+    """Every tensor torch.zeros(1).expand(shape): a file of a few kB whose numel() adds up to the
+    model it describes. Before, the implied-parameter check counted numel() and passed, and maps
+    built the model (12.9e9 parameters in the outside report; 50e6 here, so the old code survives)."""
+    import resource
+
+    import torch
+
+    from attnexp.cli import main
+    from attnexp.config import AttentionConfig, ModelConfig
+    from attnexp.model import Transformer
+
+    def expanded(data):
+        m = dict(data["hyper_parameters"]["model"], d_model=1024, n_heads=8, n_layers=4, d_ff=None)
+        data["hyper_parameters"]["model"] = m
+        with torch.device("meta"):
+            shapes = Transformer(ModelConfig(**m), AttentionConfig(**data["hyper_parameters"]["attention"]),
+                                 data["hyper_parameters"]["vocab_size"]).state_dict()
+        data["state_dict"] = {f"model.{k}": torch.zeros(1, dtype=v.dtype).expand(v.shape) for k, v in shapes.items()}
+
+    path = forged(trained, "expanded", expanded)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert main(["maps", f"ckpt={path}", "text=the dog"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "is a view" in err and "a saved model holds whole tensors" in err and "\n" not in err, err
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000  # KiB
