@@ -9,6 +9,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
+from attnexp.config import ConfigError
+
 SUBWORD_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
@@ -39,16 +41,46 @@ def finish(tok: Tokenizer, max_len: int) -> Tokenizer:
     return tok
 
 
+MAX_TOKENIZER_BYTES = 64 << 20  # a BERT tokenizer.json is ~0.7 MB, XLM-R's 17 MB
+MAX_VOCAB = 10_000_000
+
+
+def read_tokenizer(spec: str, key: str) -> Tokenizer:
+    """A tokenizer.json path (or a hub name), read as data with its size checked first: a file
+    over 64 MB, not UTF-8, not a tokenizer, or with a vocabulary over 10 million is one line."""
+    p = Path(spec)
+    if not p.is_file():
+        try:
+            return Tokenizer.from_pretrained(spec)
+        except Exception as e:  # noqa: BLE001 - tokenizers raises its own exceptions (offline, not found)
+            raise ConfigError(f"{key}={spec!r}: no such tokenizer.json, and none could be fetched ({str(e)[:80]})") from None
+    size = p.stat().st_size
+    if size > MAX_TOKENIZER_BYTES:
+        raise ConfigError(f"{key}={spec!r} is {size / 2**20:.0f} MB; a tokenizer.json is at most {MAX_TOKENIZER_BYTES >> 20} MB")
+    raw = p.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{key}={spec!r} is not UTF-8 text (byte {e.start}: {e.reason}); give a tokenizer.json "
+                          f"that tokenizers saved") from None
+    try:
+        tok = Tokenizer.from_str(text)
+    except Exception as e:  # noqa: BLE001
+        raise ConfigError(f"{key}={spec!r} is not a tokenizer.json tokenizers can read ({str(e)[:80]})") from None
+    if tok.get_vocab_size() > MAX_VOCAB:
+        raise ConfigError(f"{key}={spec!r} has {tok.get_vocab_size():,} tokens, beyond attnexp's limit of {MAX_VOCAB:,}")
+    return tok
+
+
 def get_tokenizer(spec: str | None, texts_fn, cache_dir: Path, key: dict, kind: str, vocab_size: int,
                   lowercase: bool, max_len: int) -> tuple[Tokenizer, bool]:
     """Returns (tokenizer, trained_now). `texts_fn` is only called when one must be trained."""
     if spec is not None:
-        tok = Tokenizer.from_file(spec) if Path(spec).is_file() else Tokenizer.from_pretrained(spec)
-        return finish(tok, max_len), False
+        return finish(read_tokenizer(spec, "data.tokenizer"), max_len), False
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     path = cache_dir / f"tokenizer-{digest}.json"
     if path.is_file():
-        return finish(Tokenizer.from_file(str(path)), max_len), False
+        return finish(read_tokenizer(str(path), "the cached tokenizer"), max_len), False
     tok = train_tokenizer(texts_fn(), kind, vocab_size, lowercase)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

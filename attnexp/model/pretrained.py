@@ -25,6 +25,8 @@ Loading goes through `transformers` (pip install 'attnexp[hf]'); safetensors fil
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -63,10 +65,40 @@ def _fail_to_load(source: str, e: Exception) -> ConfigError:
                        f"(huggingface-cli download {source} --local-dir DIR) and give hf:DIR")
 
 
+MAX_CONFIG_BYTES = 1 << 20  # a config.json is a few kB
+MAX_VOCAB = 10_000_000  # the same bound as attnexp's own checkpoints
+
+
+def check_folder(source: str) -> None:
+    """A local folder's config.json read as data before transformers sees it: one that asks
+    transformers to run the folder's own Python code (`auto_map`), or names a model family attnexp
+    does not map, is refused at once (transformers would otherwise ask "Do you wish to run the
+    custom code? [y/N]" and wait on stdin)."""
+    cfg = Path(source) / "config.json"
+    if not Path(source).is_dir() or not cfg.is_file():
+        return
+    if cfg.stat().st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"hf:{source}: config.json is {cfg.stat().st_size:,} bytes; a model's config is a few kB")
+    try:
+        c = json.loads(cfg.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ConfigError(f"hf:{source}: config.json is not UTF-8 JSON ({str(e)[:80]})") from None
+    if not isinstance(c, dict):
+        raise ConfigError(f"hf:{source}: config.json is not a JSON object")
+    if "auto_map" in c:
+        raise ConfigError(f"hf:{source}: its config.json asks transformers to run the folder's own Python code (auto_map); "
+                          f"attnexp loads BERT- and GPT-2-family models as data only and never runs a folder's code")
+    if c.get("model_type") not in KINDS:
+        raise ConfigError(f"hf:{source} is a {str(c.get('model_type'))[:40]!r} model; attnexp maps BERT-family encoders "
+                          f"(bert) and GPT-2-family decoders (gpt2)")
+
+
 def hf_config(source: str):
+    check_folder(source)
     tr = _transformers()
     try:
-        cfg = tr.AutoConfig.from_pretrained(source, local_files_only=_offline() or Path(source).exists())
+        cfg = tr.AutoConfig.from_pretrained(source, trust_remote_code=False,
+                                            local_files_only=_offline() or Path(source).exists())
     except Exception as e:  # noqa: BLE001 - transformers raises OSError, ValueError, HTTP errors...
         raise _fail_to_load(source, e) from None
     if cfg.model_type not in KINDS:
@@ -91,7 +123,8 @@ def configs(source: str, m: ModelConfig, a: AttentionConfig) -> tuple[ModelConfi
                     d_ff=c.intermediate_size, max_len=c.max_position_embeddings, dropout=c.hidden_dropout_prob,
                     pos_emb="learned", tie_embeddings=True, norm="post", ln_eps=c.layer_norm_eps, activation=act,
                     type_vocab_size=c.type_vocab_size, embed_norm=True)
-        return m, replace(a, mask="bidirectional", dropout=c.attention_probs_dropout_prob)
+        a = replace(a, mask="bidirectional", dropout=c.attention_probs_dropout_prob)
+        return checked_sizes(source, m, a, c.vocab_size)
     if c.activation_function not in ("gelu_new", "gelu_pytorch_tanh") or c.scale_attn_by_inverse_layer_idx \
             or c.reorder_and_upcast_attn or not c.scale_attn_weights:
         raise ConfigError(f"hf:{source}: activation_function={c.activation_function!r} or its attention scaling options "
@@ -99,7 +132,68 @@ def configs(source: str, m: ModelConfig, a: AttentionConfig) -> tuple[ModelConfi
     m = replace(m, d_model=c.n_embd, n_heads=c.n_head, n_layers=c.n_layer, d_ff=c.n_inner or 4 * c.n_embd,
                 max_len=c.n_positions, dropout=c.resid_pdrop, pos_emb="learned", tie_embeddings=True, norm="pre",
                 ln_eps=c.layer_norm_epsilon, activation="gelu_tanh", type_vocab_size=0, embed_norm=False)
-    return m, replace(a, mask="causal", dropout=c.attn_pdrop)
+    return checked_sizes(source, m, replace(a, mask="causal", dropout=c.attn_pdrop), c.vocab_size)
+
+
+def checked_sizes(source: str, m: ModelConfig, a: AttentionConfig, vocab) -> tuple[ModelConfig, AttentionConfig]:
+    """The sizes a folder's config.json states, held to attnexp's limits, and (for a local folder)
+    the model they imply held against the elements its weight files really store, before anything
+    is built: a config.json may ask for any size at all."""
+    sizes = {"d_model": m.d_model, "n_heads": m.n_heads, "n_layers": m.n_layers, "d_ff": m.d_ff, "max_len": m.max_len,
+             "type_vocab_size": m.type_vocab_size, "vocab_size": vocab}
+    bad = [k for k, v in sizes.items() if not isinstance(v, int) or isinstance(v, bool)]
+    if bad or not 0 < vocab <= MAX_VOCAB:
+        raise ConfigError(f"hf:{source}: config.json's sizes are not whole numbers within attnexp's limits "
+                          f"({', '.join(f'{k}={sizes[k]!r}' for k in bad) or f'vocab_size={vocab:,}'})")
+    try:
+        m.validate()
+        a = attention.validate(a, m)
+    except ConfigError as e:
+        raise ConfigError(f"hf:{source}: config.json: {e}") from None
+    held = held_in_folder(Path(source))
+    if held is not None:
+        from attnexp.model.transformer import Transformer
+
+        with torch.device("meta"):
+            meta = Transformer(m, a, vocab)
+        implied = sum(p.numel() for p in meta.parameters())
+        if implied > held:
+            raise ConfigError(f"hf:{source}: config.json describes a model of {implied:,} parameters but its weight "
+                              f"files hold {held:,} values; they do not belong together")
+    return m, a
+
+
+def held_in_folder(folder: Path) -> int | None:
+    """The values a folder's weight files store, read without loading them: the safetensors
+    headers (whose offsets the format checks against the file's length), or the storages of
+    pytorch_model*.bin (loaded as data, memory-mapped). None: not a local folder with weights."""
+    if not folder.is_dir():
+        return None
+    tensors = sorted(folder.glob("*.safetensors"))
+    if tensors:
+        from safetensors import safe_open
+
+        total = 0
+        for f in tensors:
+            try:
+                with safe_open(str(f), "pt") as st:
+                    total += sum(math.prod(st.get_slice(k).get_shape()) for k in st.keys())
+            except Exception as e:  # noqa: BLE001 - safetensors raises its own error types
+                raise ConfigError(f"hf:{folder}: {f.name} is not a readable safetensors file ({str(e)[:80]})") from None
+        return total
+    bins = sorted(folder.glob("pytorch_model*.bin"))
+    if not bins:
+        return None
+    from attnexp.model.checkpoints import held_elements
+
+    total = 0
+    for f in bins:
+        try:
+            sd = torch.load(f, map_location="cpu", weights_only=True, mmap=True)
+        except Exception as e:  # noqa: BLE001 - the weights-only unpickler raises anything on a bad file
+            raise ConfigError(f"hf:{folder}: {f.name} is not a readable weights file ({str(e).splitlines()[0][:80]})") from None
+        total += held_elements({k: v for k, v in sd.items() if isinstance(v, torch.Tensor)}, f"hf:{folder}", f.name)
+    return total
 
 
 def tokenizer_of(source: str) -> str:
@@ -131,7 +225,8 @@ def converted_tokenizer(folder: Path) -> Path:
     if not path.is_file():
         tr = _transformers()
         try:
-            fast = tr.AutoTokenizer.from_pretrained(str(folder), use_fast=True, local_files_only=True)
+            fast = tr.AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False, use_fast=True,
+                                                    local_files_only=True)
         except Exception as e:  # noqa: BLE001 - transformers raises many kinds
             raise _fail_to_load(str(folder), e) from None
         if not getattr(fast, "is_fast", False):
@@ -150,8 +245,14 @@ def tokenizer(source: str, max_len: int):
     post-processor (BERT's [CLS] A [SEP] B [SEP] with token types) stays."""
     from tokenizers import Tokenizer
 
+    from attnexp.data.tokenizer import read_tokenizer
+
     spec = tokenizer_of(source)
-    tok = Tokenizer.from_file(spec) if Path(spec).is_file() else Tokenizer.from_pretrained(spec)
+    tok = read_tokenizer(spec, f"hf:{source}")
+    vocab = hf_config(source).vocab_size
+    if tok.get_vocab_size() > vocab:
+        raise ConfigError(f"hf:{source}: its tokenizer has {tok.get_vocab_size():,} tokens but the model's embedding "
+                          f"{vocab:,}; the two do not belong together")
     tok.no_padding()
     tok.enable_truncation(max_len)
     return tok
@@ -160,7 +261,8 @@ def tokenizer(source: str, max_len: int):
 def hf_state_dict(source: str) -> tuple[str, dict[str, torch.Tensor]]:
     tr = _transformers()
     try:
-        model = tr.AutoModel.from_pretrained(source, local_files_only=_offline() or Path(source).exists())
+        model = tr.AutoModel.from_pretrained(source, trust_remote_code=False,
+                                             local_files_only=_offline() or Path(source).exists())
     except Exception as e:  # noqa: BLE001
         raise _fail_to_load(source, e) from None
     return model.config.model_type, model.state_dict()

@@ -227,3 +227,74 @@ def test_a_checkpoint_with_only_a_vocab_txt_loads_its_tokenizer(bert_dir, tmp_pa
         assert list(a["tokens"][0]) == list(b["tokens"][0])
         np.testing.assert_array_equal(a["weights"], b["weights"])
     assert list((tmp_path / "cache" / "attnexp" / "hf-tokenizers").glob("tokenizer-*.json"))
+
+
+# -- a stranger's pretrained folder: data, never code; sizes checked before anything is built ---------
+
+def copy_of(folder, to, **config):
+    import json
+    import shutil
+
+    shutil.copytree(folder, to)
+    c = json.loads((to / "config.json").read_text())
+    c.update(config)
+    (to / "config.json").write_text(json.dumps(c))
+    return to
+
+
+def test_a_folder_that_asks_to_run_its_own_code_is_refused_at_once_whatever_stdin_holds(bert_dir, tmp_path):
+    """Before: transformers asked "Do you wish to run the custom code? [y/N]", waited ~60 s, and on
+    `y` ran the folder's Python file."""
+    import subprocess
+    import sys
+    import time
+
+    evil = copy_of(bert_dir, tmp_path / "evil", model_type="evil_bert",
+                   auto_map={"AutoConfig": "evil.EvilConfig", "AutoModel": "evil.EvilModel"})
+    marker = tmp_path / "ran"
+    (evil / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n"
+                                  "from transformers import BertConfig as EvilConfig, BertModel as EvilModel\n")
+    for command in (["maps", f"hf={evil}", "text=the cat"], ["train", f"model.init=hf:{evil}", "experiment=newsgroups_bert",
+                                                             "logger=none", f"hydra.run.dir={tmp_path / 'run'}"]):
+        t0 = time.time()
+        r = subprocess.run([sys.executable, "-m", "attnexp", *command], input="y\ny\n", capture_output=True, text=True,
+                           timeout=120, cwd=tmp_path)
+        assert r.returncode == 2 and time.time() - t0 < 30, r.stderr[-2000:]
+        assert "asks transformers to run the folder's own Python code (auto_map)" in r.stderr, r.stderr[-2000:]
+        assert len(r.stderr.strip().splitlines()) == 1 and not marker.exists()
+
+
+@pytest.mark.parametrize("config,needle", [
+    ({"hidden_size": 1e9}, "hidden_size"),  # transformers' own dataclass check, or ours
+    ({"hidden_size": 10**9, "num_attention_heads": 4}, "beyond attnexp's limit"),
+    ({"hidden_size": 8192, "num_attention_heads": 64, "intermediate_size": 32768, "num_hidden_layers": 6},
+     "parameters but its weight files hold"),
+    ({"vocab_size": 10**12}, "config.json's sizes are not whole numbers within attnexp's limits"),
+], ids=["float", "beyond-limit", "implied-over-held", "vocab"])
+def test_sizes_in_a_pretrained_config_are_checked_before_anything_is_built(bert_dir, tmp_path, config, needle):
+    """Before: hidden_size 1e9 tried to allocate 122 TB (a traceback); sizes each within reason built a
+    4.8e9-parameter model first (8.6 GB resident)."""
+    import resource
+
+    folder = copy_of(bert_dir, tmp_path / "big", **config)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(ConfigError, match=needle) as e:
+        hf.configs(str(folder), ModelConfig(), AttentionConfig())
+    assert "\n" not in str(e.value) and str(e.value).startswith(f"hf:{folder}")
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # KiB
+
+
+def test_a_tokenizer_bigger_than_the_model_or_the_limit_is_one_line(bert_dir, tmp_path):
+    import json
+    import shutil
+
+    folder = tmp_path / "tok"
+    shutil.copytree(bert_dir, folder)
+    t = json.loads((folder / "tokenizer.json").read_text())
+    t["model"]["vocab"].update({f"extra{i}": 10_000 + i for i in range(5000)})
+    (folder / "tokenizer.json").write_text(json.dumps(t))
+    with pytest.raises(ConfigError, match="its tokenizer has .* tokens but the model's embedding"):
+        hf.tokenizer(str(folder), 64)
+    (folder / "tokenizer.json").write_bytes("{\"version\": \"1.0\", \"x\": \"caf\xe9\"}".encode("latin-1"))
+    with pytest.raises(ConfigError, match="is not UTF-8 text"):
+        hf.tokenizer(str(folder), 64)
