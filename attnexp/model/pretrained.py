@@ -243,7 +243,6 @@ def tokenizer(source: str, max_len: int):
     may carry (sentence-transformers checkpoints pad every text to a fixed 128: those would be
     drawn and counted as real tokens), truncated at the model's `max_len` instead. Its
     post-processor (BERT's [CLS] A [SEP] B [SEP] with token types) stays."""
-    from tokenizers import Tokenizer
 
     from attnexp.data.tokenizer import read_tokenizer
 
