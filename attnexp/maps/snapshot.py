@@ -4,6 +4,9 @@
 
 from __future__ import annotations
 
+import math
+import zipfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,25 +33,106 @@ def files(maps_dir: Path | str) -> list[Path]:
     return sorted(d.glob("epoch*.npz")) if d.is_dir() else []
 
 
+class SnapshotError(ValueError):
+    """A file that is not a snapshot attnexp could have written, with the reason in a few words."""
+
+
+# A snapshot holds the probe set's maps, (L, B, H, T, T) fp16, and small arrays beside them. What a
+# stranger's file may make a reader allocate is bounded before anything is inflated: each member's
+# size is read from the zip directory and its npy header, checked against the shapes the file's own
+# small members imply (tokens (B, T), a statistic (L, H)), and against these limits.
+MAX_SMALL_BYTES = 8 << 20  # tokens, lengths, statistics, roles, rollout: a few kB each in practice
+MAX_WEIGHTS_BYTES = 1 << 30  # the maps themselves: 12 layers x 12 heads x 4 examples x 512^2 fp16 is 302 MB
+
+
+def _headers(z: zipfile.ZipFile) -> dict[str, tuple[tuple[int, ...], np.dtype, int]]:
+    """member name (without .npy) -> (shape, dtype, declared uncompressed bytes), from the zip
+    directory and the first bytes of each member: nothing is inflated beyond its npy header."""
+    out = {}
+    for info in z.infolist():
+        if not info.filename.endswith(".npy"):
+            raise SnapshotError(f"it holds {info.filename[:60]!r}, which is not an array")
+        with z.open(info) as f:
+            version = np.lib.format.read_magic(f)
+            read = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+            if read is None:
+                raise SnapshotError(f"{info.filename[:60]!r} is an npy file of version {version}, which attnexp does not write")
+            shape, _, dtype = read(f)
+            header = f.tell()
+        if dtype.hasobject:
+            raise SnapshotError(f"{info.filename[:60]!r} holds Python objects; a snapshot holds plain arrays")
+        if info.file_size != header + math.prod(shape) * dtype.itemsize:
+            raise SnapshotError(f"{info.filename[:60]!r} says {shape} of {dtype} but holds {info.file_size:,} bytes")
+        out[info.filename[:-4]] = (tuple(shape), dtype, info.file_size)
+    return out
+
+
+def check_sizes(path: Path | str) -> None:
+    """SnapshotError unless `path` is an npz whose members are no bigger than its shapes imply."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            members = _headers(z)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
+        if isinstance(e, SnapshotError):
+            raise
+        raise SnapshotError(f"not an .npz file ({str(e)[:80] or type(e).__name__})") from None
+    big = {k: v for k, v in members.items() if v[2] > MAX_SMALL_BYTES and k != "weights"}
+    if big:
+        k = next(iter(big))
+        raise SnapshotError(f"{k!r} would take {big[k][2]:,} bytes; a snapshot's {k} takes a few kB")
+    if "weights" in members:
+        shape, _, size = members["weights"]
+        tokens = members.get("tokens", ((), None, 0))[0]
+        stat = next((v[0] for k, v in members.items() if k.startswith(STAT_PREFIX)), None)
+        implied = (stat[0], tokens[0], stat[1], tokens[1], tokens[1]) if stat and len(stat) == 2 and len(tokens) == 2 else None
+        if size > MAX_WEIGHTS_BYTES or (implied is not None and shape != implied):
+            raise SnapshotError(f"its weights are {shape} ({size:,} bytes), not the (layers, examples, heads, tokens, "
+                                f"tokens) = {implied} its own tokens and statistics imply")
+
+
+@contextmanager
+def opened(path: Path | str):
+    """The snapshot's arrays (np.load without pickle), once `check_sizes` passed: every reader of a
+    snapshot (the report, a resumed run's viewer, the analysis) comes through here."""
+    check_sizes(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            yield z
+    except (ValueError, OSError, zipfile.BadZipFile) as e:
+        raise SnapshotError(f"unreadable ({str(e)[:80]})") from None
+
+
 def head_stats(path: Path | str) -> dict[str, np.ndarray]:
-    """The per-head statistics (name -> (L, H)) and alignment scores of one snapshot. np.load
-    without pickle: a stranger's file stays plain arrays."""
-    with np.load(path, allow_pickle=False) as z:
+    """The per-head statistics (name -> (L, H)) and alignment scores of one snapshot."""
+    with opened(path) as z:
         out = {k[len(STAT_PREFIX):]: np.asarray(z[k], dtype=float) for k in z.files if k.startswith(STAT_PREFIX)}
         if "alignment" in z.files:
             out["alignment"] = np.asarray(z["alignment"], dtype=float)
     return out
 
 
-def latest_head_stats(maps_dir: Path | str) -> dict[str, np.ndarray]:
-    """The last snapshot's statistics, or {} when the run kept no maps."""
-    found = files(maps_dir)
-    return head_stats(found[-1]) if found else {}
+def latest(maps_dir: Path | str | None, say=None) -> Path | None:
+    """The run's newest readable snapshot; each file that is not one is left out with one line
+    through `say` (the report prints it), and the one before it is used."""
+    for path in reversed(files(maps_dir) if maps_dir else []):
+        try:
+            check_sizes(path)
+            return path
+        except SnapshotError as e:
+            if say:
+                say(f"left out {path}: {e}")
+    return None
+
+
+def latest_head_stats(maps_dir: Path | str, say=None) -> dict[str, np.ndarray]:
+    """The last snapshot's statistics, or {} when the run kept no (readable) maps."""
+    found = latest(maps_dir, say)
+    return head_stats(found) if found else {}
 
 
 def roles(path: Path | str) -> np.ndarray | None:
     """The (L, H) role names a snapshot saved (maps.roles), or None."""
-    with np.load(path, allow_pickle=False) as z:
+    with opened(path) as z:
         return np.asarray(z["roles"], dtype=str) if "roles" in z.files else None
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import io
 import os
+import sys
 import urllib.parse
 from datetime import datetime
 from pathlib import Path
@@ -107,6 +108,10 @@ def tradeoffs(t: Table) -> str:
                               f"a cross per group (mean ± std over seeds).")
 
 
+def say(line: str) -> None:
+    print(f"attnexp compare: {line}", file=sys.stderr)
+
+
 def head_stats(t: Table) -> str:
     """Per-head statistics of the last maps of each run, over every head of every seed of a group."""
     import matplotlib.pyplot as plt
@@ -116,7 +121,7 @@ def head_stats(t: Table) -> str:
         vals: dict[str, list] = {}
         for i in idx:
             maps = (t.runs[i][1].get("attention_maps") or {}).get("dir")
-            for name, a in (snapshot.latest_head_stats(maps) if isinstance(maps, str) else {}).items():
+            for name, a in (snapshot.latest_head_stats(maps, say) if isinstance(maps, str) else {}).items():
                 if name in LABELS:
                     vals.setdefault(name, []).extend(a.ravel().tolist())
         per_group.append((st, vals))
@@ -141,10 +146,10 @@ def head_stats(t: Table) -> str:
 def _last_analysis(run: dict) -> tuple[np.ndarray | None, np.ndarray | None]:
     """(importance (L, H) or None, roles (L, H) or None) of a run's last snapshot."""
     maps = (run.get("attention_maps") or {}).get("dir")
-    found = snapshot.files(maps) if isinstance(maps, str) else []
-    if not found:
+    found = snapshot.latest(maps) if isinstance(maps, str) else None  # head_stats said what it left out
+    if found is None:
         return None, None
-    return snapshot.head_stats(found[-1]).get("importance"), snapshot.roles(found[-1])
+    return snapshot.head_stats(found).get("importance"), snapshot.roles(found)
 
 
 def importance_and_roles(t: Table) -> str:

@@ -61,21 +61,30 @@ class AttentionMaps(L.Callback):
         start = self.dir / f"{snapshot.stem(snapshot.START)}.npz"
         if trainer.ckpt_path:  # a resumed run: its first part took the start; the model now is not the start
             if start.is_file():
-                self._start = np.load(start, allow_pickle=False)["weights"].astype(np.float32)
+                self._start = self._read(start, lambda z: z["weights"].astype(np.float32))
         elif trainer.is_global_zero:
             self._take_start(trainer, pl_module)
         for epoch in self._resumed_epochs:
             npz = self.dir / f"{snapshot.stem(epoch)}.npz"
-            if not npz.is_file():
-                continue
-            with np.load(npz, allow_pickle=False) as z:
-                self._add_to_viewer(epoch, z["weights"], analysis_from(z))
+            if npz.is_file():
+                self._read(npz, lambda z, epoch=epoch: self._add_to_viewer(epoch, z["weights"], analysis_from(z)))
             if self.cfg.animation:
                 for b in range(len(self.probe.tokens)):
                     png = self.dir / f"{snapshot.stem(epoch)}_ex{b}.png"
                     if png.is_file():
                         self.frames.setdefault(b, []).append(Image.open(png).copy())
         self._resumed_epochs = []
+
+    @staticmethod
+    def _read(path: Path, use):
+        """use(arrays) of a snapshot the first part of a resumed run wrote; one that is not a
+        snapshot (`snapshot.check_sizes`) is left out with one line."""
+        try:
+            with snapshot.opened(path) as z:
+                return use(z)
+        except snapshot.SnapshotError as e:
+            log.warning("maps: left out %s: %s", path, e)
+            return None
 
     def _take_start(self, trainer, pl_module) -> None:
         """The maps before the first step: the reference every later snapshot's drift is measured from."""

@@ -36,7 +36,7 @@ def stale_last_checkpoints(root: Path) -> list[str]:
             s = json.loads(s_path.read_text())
         except (OSError, ValueError):
             continue
-        if s.get("status") != "completed" or not last.is_file():
+        if not isinstance(s, dict) or s.get("status") != "completed" or not last.is_file():
             continue
         step = torch.load(last, map_location="cpu", weights_only=True, mmap=True).get("global_step")
         if step != s.get("steps"):

@@ -165,3 +165,56 @@ def test_the_report_needs_no_torch():
             "{'status': 'completed', 'overrides': [], 'metrics': {}})])); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False"
+
+
+def test_snapshots_that_would_inflate_or_are_not_npz_are_left_out_in_one_line(two_runs, tmp_path, capsys):
+    """Before: a 0.1 MB epoch001.npz whose member holds 400 MB of zeros was inflated whole by the
+    report (6 GB took 7 minutes and a MemoryError in the outside check), and a text file named
+    epoch000.npz gave a traceback."""
+    import resource
+    import shutil
+    import zipfile
+
+    import numpy as np
+
+    from attnexp.maps import snapshot
+
+    for layers, bad in ((1, "bomb"), (2, "text")):
+        run = tmp_path / f"layers{layers}"
+        shutil.copytree(two_runs / f"layers{layers}", run)
+        (run / "maps").mkdir()
+        np.savez(run / "maps" / "epoch000.npz", stat_entropy=np.ones((layers, 4)), tokens=np.array([["a", "b"]]))
+        if bad == "bomb":
+            with zipfile.ZipFile(run / "maps" / "epoch001.npz", "w", zipfile.ZIP_DEFLATED) as z:
+                with z.open("stat_entropy.npy", "w", force_zip64=True) as f:
+                    np.lib.format.write_array(f, np.zeros(50_000_000))  # 400 MB, ~0.4 MB compressed
+        else:
+            (run / "maps" / "epoch001.npz").write_text("not a zip at all\n")
+        s = json.loads((run / "summary.json").read_text())
+        s["attention_maps"] = {"dir": str(run / "maps")}
+        (run / "summary.json").write_text(json.dumps(s))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert compare_cli([str(tmp_path), f"report={tmp_path / 'report.html'}"]) == 0
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # KiB: nothing inflated
+    err = [x for x in capsys.readouterr().err.splitlines() if "left out" in x and "epoch001.npz" in x]
+    assert len(err) == 2, err
+    assert any("'stat_entropy' would take 400,000,128 bytes" in x for x in err), err
+    assert any("not an .npz file" in x for x in err), err
+    page = (tmp_path / "report.html").read_text()
+    assert "Per-head statistics" in page  # epoch000's statistics, the newest readable snapshot
+    with pytest.raises(snapshot.SnapshotError, match="not an .npz file"):
+        snapshot.head_stats(tmp_path / "layers2" / "maps" / "epoch001.npz")
+
+
+def test_a_snapshot_whose_weights_disagree_with_its_own_shapes_is_refused(tmp_path):
+    import numpy as np
+
+    from attnexp.maps import snapshot
+
+    path = tmp_path / "epoch000.npz"
+    np.savez(path, weights=np.zeros((2, 1, 4, 30, 30), np.float16), tokens=np.array([["a"] * 3]),
+             stat_entropy=np.ones((2, 4)))
+    with pytest.raises(snapshot.SnapshotError, match=r"not the \(layers, examples, heads, tokens, tokens\) = \(2, 1, 4, 3, 3\)"):
+        snapshot.head_stats(path)
+    np.savez(path, weights=np.zeros((2, 1, 4, 3, 3), np.float16), tokens=np.array([["a"] * 3]), stat_entropy=np.ones((2, 4)))
+    assert snapshot.head_stats(path)["entropy"].shape == (2, 4)
