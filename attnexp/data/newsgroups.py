@@ -15,6 +15,7 @@ from datasets import ClassLabel, DatasetDict
 
 from attnexp.config import ConfigError, hub_offline
 from attnexp.data.base import TokenDataModule
+from attnexp.data.configs import not_utf8, utf8_problem
 from attnexp.data.encoder import TextEncoder
 from attnexp.data.tokenizer import get_tokenizer
 
@@ -114,6 +115,10 @@ class NewsgroupsDataModule(TokenDataModule):
         if source == "local":
             files = local_files(Path(c.path))
             builder = EXT["".join(Path(files["train"]).suffixes)]
+            for path in files.values() if builder != "parquet" else ():  # before pyarrow, which passes bad bytes on
+                problem = utf8_problem(path)
+                if problem:
+                    raise not_utf8(path, "data.path file", problem)
             try:
                 ds = datasets.load_dataset(builder, data_files=files, cache_dir=hf_cache)
             except Exception as e:  # datasets' error names a row of no file: find the line ourselves

@@ -29,12 +29,13 @@ def files(tmp_path_factory):
           "labels": ['{"text": "a post", "label": 1}', '{"text": "another", "label": 25}'],
           "notobject": ['{"text": "a post", "label": 1}', '[1, 2]'],
           "nolabel": ['{"text": "a post"}', '{"text": "another"}'],
-          "empty": ['{"text": "", "label": 1}'] * 12}
+          "empty": ['{"text": "", "label": 1}'] * 12,
+          "latin1": ['{"text": "a post", "label": 1}', '{"text": "caf\u00e9 latin-1", "label": 2}']}
     for name, lines in ng.items():
         (d / name).mkdir()
         for split in ("train", "test"):
-            with gzip.open(d / name / f"{split}.jsonl.gz", "wt") as f:
-                f.write("\n".join(lines) + "\n")
+            with gzip.open(d / name / f"{split}.jsonl.gz", "wb") as f:  # latin1: a file written in latin-1
+                f.write(("\n".join(lines) + "\n").encode("latin-1" if name == "latin1" else "utf-8"))
     # a real checkpoint, one cut short, and a text file named .ckpt
     run = run_of(["trainer.fast_dev_run=true", "logger=none", "data.n_sentences=100", "maps.enabled=false",
                   "trainer.enable_progress_bar=false"], d / "run")
@@ -134,6 +135,8 @@ SETUP = [
     ([*NG, "data.path={tmp}/labels"], "train.jsonl.gz row 2: label 25 is not an integer in [0, 20)"),
     ([*NG, "data.path={tmp}/nolabel"], "has no label column; it needs `text` and `label`"),
     ([*NG, "data.path={tmp}/empty", "data.val_fraction=0.25"], "every post of the train split is empty"),
+    # before: loaded without a word, then a 19-frame UnicodeDecodeError in the tokenizer trainer
+    ([*NG, "data.path={tmp}/latin1"], "train.jsonl.gz' is not UTF-8 text (line 2: invalid continuation byte); convert it"),
 ]
 
 
