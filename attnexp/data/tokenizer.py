@@ -15,19 +15,45 @@ SUBWORD_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
 def train_tokenizer(texts, kind: str, vocab_size: int, lowercase: bool) -> Tokenizer:
+    """A WordPiece or BPE tokenizer trained on `texts`, the same file for the same texts every time.
+
+    tokenizers' WordPiece trainer is not (huggingface/tokenizers#1794, fix proposed in PR #2066): it
+    creates the continuing-subword tokens (`##e`) while iterating over a hash map of word counts, so
+    their ids, and through the ids the tie-breaks between equally frequent merges, change from one
+    process to the next (three trainings on 20 Newsgroups gave three vocabularies). Here those tokens
+    exist before training, in sorted order, so nothing is left to the hash order; they are given to
+    the trainer as special tokens (its only way to seed the vocabulary) and made ordinary vocabulary
+    entries again afterwards. BPE without a continuing prefix builds only from the sorted alphabet."""
+    norm = [normalizers.NFD(), normalizers.StripAccents()] + ([normalizers.Lowercase()] if lowercase else [])
     if kind == "wordpiece":
         tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SUBWORD_SPECIALS, show_progress=False)
         tok.decoder = decoders.WordPiece()
     else:
         tok = Tokenizer(models.BPE(unk_token="[UNK]"))
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SUBWORD_SPECIALS, show_progress=False)
         tok.decoder = decoders.BPEDecoder()
-    norm = [normalizers.NFD(), normalizers.StripAccents()] + ([normalizers.Lowercase()] if lowercase else [])
     tok.normalizer = normalizers.Sequence(norm)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    seeded = continuation_tokens(tok, texts) if kind == "wordpiece" else []
+    cls = trainers.WordPieceTrainer if kind == "wordpiece" else trainers.BpeTrainer
+    trainer = cls(vocab_size=vocab_size, special_tokens=SUBWORD_SPECIALS + seeded, show_progress=False)
     tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
-    return tok
+    return ordinary(tok, set(seeded)) if seeded else tok
+
+
+def continuation_tokens(tok: Tokenizer, texts) -> list[str]:
+    """`##c` for every character that follows another inside a pre-tokenized word, sorted."""
+    chars: set[str] = set()
+    for text in texts:
+        for word, _ in tok.pre_tokenizer.pre_tokenize_str(tok.normalizer.normalize_str(text)):
+            chars.update(word[1:])
+    return [f"##{c}" for c in sorted(chars)]
+
+
+def ordinary(tok: Tokenizer, seeded: set[str]) -> Tokenizer:
+    """The tokenizer with the seeded `##c` tokens as plain vocabulary entries, not added tokens."""
+    data = json.loads(tok.to_str())
+    data["added_tokens"] = [t for t in data["added_tokens"] if t["content"] not in seeded]
+    return Tokenizer.from_str(json.dumps(data))
 
 
 def finish(tok: Tokenizer, max_len: int) -> Tokenizer:

@@ -107,3 +107,40 @@ def test_offline_sources_fail_fast_with_the_fix(tmp_path, monkeypatch):
         load_run(compose_cfg(["data=newsgroups", "task=classify", "data.source=local", "data.path=/nope"]))
     with pytest.raises(ConfigError, match="allowed: headers, footers, quotes"):
         load_run(compose_cfg(["data=newsgroups", "task=classify", "data.remove=[signature]"]))
+
+
+TRAIN_ONCE = """
+import sys
+from attnexp.config import TaskConfig
+from attnexp.data.configs import NewsgroupsDataConfig
+from attnexp.data.newsgroups import NewsgroupsDataModule
+cfg = NewsgroupsDataConfig(source="local", path=sys.argv[1], limit=800, vocab_size=2000, max_len=64,
+                           cache_dir=sys.argv[2])
+NewsgroupsDataModule(cfg, TaskConfig(name="classify"), False, run_dir=sys.argv[3]).setup()
+"""
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data/20newsgroups is absent")
+def test_the_tokenizer_trains_the_same_file_twice_in_fresh_caches(tmp_path):
+    """tokenizers' WordPiece trainer gave another vocabulary in each process (huggingface/tokenizers
+    #1794): the same command on a fresh machine trained another model. Two trainings, each in its
+    own process and cache, must write the same tokenizer.json byte for byte."""
+    import subprocess
+    import sys
+
+    files = []
+    for i in range(2):
+        run = tmp_path / f"run{i}"
+        run.mkdir()
+        r = subprocess.run([sys.executable, "-c", TRAIN_ONCE, str(DATA), str(tmp_path / f"cache{i}"), str(run)],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        files.append((run / "tokenizer.json").read_bytes())
+    assert files[0] == files[1]
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_str(files[0].decode())
+    assert not [t for t in tok.get_added_tokens_decoder().values() if t.content.startswith("##")]
+    enc = tok.encode("unbelievably transcendental")
+    assert any(t.startswith("##") for t in enc.tokens) and "[UNK]" not in enc.tokens
+    assert tok.decode(enc.ids) == "unbelievably transcendental"
