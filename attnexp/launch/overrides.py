@@ -68,10 +68,19 @@ def unknown_key(key: str, overrides: list[str]) -> str:
 
 def sweep_jobs(overrides: list[str]) -> list[list[str]]:
     """The override list of every job a basic multirun sweep would launch."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra._internal.utils import create_config_search_path
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    parsed = OverridesParser.create().parse_overrides([o for o in overrides if not o.startswith("hydra/sweeper")])
+    from attnexp.launch.compose import conf_dir, register_schemas
+
+    register_schemas()  # imports our sweeper plugin first: Hydra's plugin scan cannot import its dataclasses itself
+    # the config loader answers glob(): `-m experiment=glob(*)` lists conf/experiment/ (without it,
+    # Hydra's parser says "ConfigLoader is not set")
+    loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(conf_dir())))
+    parsed = OverridesParser.create(config_loader=loader).parse_overrides(
+        [o for o in overrides if not o.startswith("hydra/sweeper")])
     return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
 
 
@@ -106,7 +115,13 @@ def precheck(overrides: list[str], multirun: bool) -> str | None:
         return explain(e, overrides)
     for n, job in enumerate(jobs):
         try:
-            compose_checked(job)
+            cfg = compose_checked(job)
         except ConfigError as e:
             return f"in job {n} of the sweep ({' '.join(job)}): {e}" if len(jobs) > 1 else str(e)
+        if n == 0:
+            from hydra_plugins.attnexp_optuna_sweeper.sweeper import precheck as sweeper_precheck
+
+            problem = sweeper_precheck(cfg.hydra)
+            if problem:
+                return problem
     return None

@@ -184,3 +184,14 @@ def read_status(run_dir: Path | str) -> Status | None:
         return Status(read(Path(run_dir) / NAME)["status"])
     except SummaryError:
         return None
+
+
+def objective(record: dict, monitor: str | None = None) -> float | None:
+    """What a sweep optimizes for a run: its best monitored value; for a run that keeps no
+    checkpoint (trainer.fast_dev_run), the monitored value of its one validation. None: nothing to tell."""
+    metrics = record.get("metrics") or {}
+    best = (metrics.get("best") or {}).get("value")
+    if best is not None:
+        return float(best)
+    final = (metrics.get("final") or {}).get(monitor) if monitor else None
+    return float(final) if isinstance(final, (int, float)) and not isinstance(final, bool) else None

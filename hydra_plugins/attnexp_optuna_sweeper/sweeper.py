@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,11 @@ class AttnexpOptunaSweeperConf:
     pruner: str = "median"  # median | none (jobs report per-epoch values to the study in `storage`)
     n_startup_trials: int = 3  # trials that run to the end before any is pruned
     n_warmup_steps: int = 1  # epochs a trial always gets
+    # Trials carry a heartbeat in the storage while their launch is alive (Optuna's own mechanism);
+    # one silent for grace_period seconds belongs to a launch that was killed: it is failed and its
+    # settings asked again. Two launches on one study each leave the other's live trials alone.
+    heartbeat_interval: int = 10
+    grace_period: int = 60
     params: dict[str, str] = field(default_factory=dict)
     # Set by the sweeper for each job it launches (hydra.sweeper.trial=N): the trial the job runs
     # for, which the job opens from `storage` to report per-epoch values and be pruned.
@@ -84,26 +91,42 @@ class OptunaSweeper(Sweeper):
         return "maximize" if higher_is_better(OmegaConf.select(self.config, "checkpoint.monitor") or "val/loss") else "minimize"
 
     def study(self):
-        import optuna
-
-        if self.s.storage and self.s.storage.startswith("sqlite:///"):  # SQLite makes the file, not its folder
-            Path(self.s.storage[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        optuna = require_optuna()
+        url = self.s.storage
+        if url and url.startswith("sqlite:///"):  # SQLite makes the file, not its folder
+            path = Path(url[len("sqlite:///"):])
+            path.parent.mkdir(parents=True, exist_ok=True)
+            check_sqlite(path)
         sampler = (optuna.samplers.RandomSampler(seed=self.s.seed) if self.s.sampler == "random"
                    else optuna.samplers.TPESampler(seed=self.s.seed))
         pruner = (optuna.pruners.NopPruner() if self.s.pruner == "none" else
                   optuna.pruners.MedianPruner(n_startup_trials=self.s.n_startup_trials, n_warmup_steps=self.s.n_warmup_steps))
-        study = optuna.create_study(study_name=self.s.study_name, storage=self.s.storage, sampler=sampler,
-                                    pruner=pruner, direction=self.direction(), load_if_exists=True)
-        # a trial left RUNNING belongs to a launch that was killed: fail it and ask for its settings again
-        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-            study.tell(t.number, state=optuna.trial.TrialState.FAIL)
-            study.enqueue_trial(t.params, skip_if_exists=False)
-            log.info("trial %d had not finished (its process stopped); it runs again", t.number)
-        return study
+        storage = url
+        if url:
+            storage = optuna.storages.RDBStorage(
+                url, heartbeat_interval=self.s.heartbeat_interval, grace_period=self.s.grace_period,
+                failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=3))
+        return optuna.create_study(study_name=self.s.study_name, storage=storage, sampler=sampler, pruner=pruner,
+                                   direction=self.direction(), load_if_exists=True)
 
-    def sweep(self, arguments: list[str]) -> None:
+    def left(self, study) -> int:
+        """Trials still to run: n_trials in all, counting the storage's finished trials and those
+        other live launches are running; at least the retries waiting to run. Trials of a killed
+        launch (no heartbeat for grace_period) are failed first, and their settings queued again."""
         import optuna
 
+        S = optuna.trial.TrialState
+        if self.s.storage:
+            failed = len(study.get_trials(deepcopy=False, states=(S.FAIL,)))
+            optuna.storages.fail_stale_trials(study)
+            stale = len(study.get_trials(deepcopy=False, states=(S.FAIL,))) - failed
+            if stale:
+                log.info("%d trial(s) had stopped (no heartbeat for %d s): their settings run again", stale,
+                         self.s.grace_period)
+        taken = len(study.get_trials(deepcopy=False, states=(S.COMPLETE, S.PRUNED, S.FAIL, S.RUNNING)))
+        return max(self.s.n_trials - taken, len(study.get_trials(deepcopy=False, states=(S.WAITING,))))
+
+    def sweep(self, arguments: list[str]) -> None:
         parser = OverridesParser.create()
         given = parser.parse_overrides(arguments)
         space = {o.get_key_element(): distribution(o)
@@ -114,27 +137,31 @@ class OptunaSweeper(Sweeper):
                              "sweep overrides such as optim.lr='tag(log, interval(1e-4, 1e-2))'")
         fixed = [o.input_line for o in given if not o.is_sweep_override()]
         study = self.study()
-        finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
-        left = self.s.n_trials - len(study.get_trials(deepcopy=False, states=finished))
+        left = self.left(study)
         log.info("Optuna study %r (%s, %s): %d trial(s) to run, %d already in %s", self.s.study_name,
                  self.direction(), type(study.sampler).__name__, max(left, 0), self.s.n_trials - left, self.s.storage)
         while left > 0:
             trials = [study.ask() for _ in range(min(self.s.n_jobs, left))]
-            batch = []
-            for trial in trials:
-                batch.append([*fixed, *(f"{k}={suggest(trial)}" for k, suggest in space.items()),
-                              f"hydra.sweeper.trial={trial.number}"])
-            returns = self.launcher.launch(batch, initial_job_idx=self.job_idx)
-            for trial, ret in zip(trials, returns):
-                state, value = outcome(ret)
-                if state == "complete":
-                    study.tell(trial, value)
-                else:
-                    study.tell(trial, state=optuna.trial.TrialState.PRUNED if state == "pruned" else
-                               optuna.trial.TrialState.FAIL)
-                self.job_idx += 1
-            left -= len(trials)
+            batch = [[*fixed, *(f"{k}={suggest(trial)}" for k, suggest in space.items()),
+                      f"hydra.sweeper.trial={trial.number}"] for trial in trials]
+            with Heartbeat(study, trials, self.s.heartbeat_interval if self.s.storage else 0):
+                returns = self.launcher.launch(batch, initial_job_idx=self.job_idx)
+            self.tell(study, trials, returns)
+            self.job_idx += len(trials)
+            left = self.left(study)
         self.write_results(study)
+
+    @staticmethod
+    def tell(study, trials, returns) -> None:
+        import optuna
+
+        for trial, ret in zip(trials, returns):
+            state, value = outcome(ret)
+            if state == "complete":
+                study.tell(trial, value, skip_if_finished=True)
+            else:
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED if state == "pruned" else
+                           optuna.trial.TrialState.FAIL, skip_if_finished=True)
 
     def write_results(self, study) -> None:
         import optuna
@@ -153,15 +180,99 @@ class OptunaSweeper(Sweeper):
                      OmegaConf.select(self.config, "checkpoint.monitor"), study.best_value, study.best_params)
 
 
+class Heartbeat:
+    """Records each trial's heartbeat in the storage every `interval` seconds while its jobs run
+    (Optuna records it only inside study.optimize; the sweeper asks and tells)."""
+
+    def __init__(self, study, trials, interval: int):
+        self.storage, self.ids, self.interval = study._storage, [t._trial_id for t in trials], interval
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.beat, daemon=True, name="optuna-heartbeat")
+
+    def beat(self) -> None:
+        while True:
+            for trial_id in self.ids:
+                try:
+                    self.storage.record_heartbeat(trial_id)
+                except Exception as e:  # noqa: BLE001 - a busy SQLite file: the next beat comes soon
+                    log.debug("heartbeat of trial %s not recorded: %s", trial_id, e)
+            if self.stop.wait(self.interval):
+                return
+
+    def __enter__(self):
+        if self.interval:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        if self.thread.is_alive():
+            self.thread.join()
+        return False
+
+
+def require_optuna():
+    try:
+        import optuna
+    except ImportError:
+        raise SweepError("hparams_search=optuna needs Optuna: pip install -e '.[sweep]'") from None
+    # heartbeats, fail_stale_trials and RetryFailedTrialCallback are marked experimental; they are the
+    # mechanism Optuna itself uses to tell a dead worker's trials from live ones
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    return optuna
+
+
+def check_sqlite(path: Path) -> None:
+    """A study file that exists is a whole SQLite database, or one line saying what it is."""
+    if not path.exists():
+        return
+    with open(path, "rb") as f:
+        head = f.read(16)
+    problem = None if head == b"SQLite format 3\x00" else "not an SQLite database"
+    if problem is None:
+        import sqlite3
+
+        try:
+            with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+                ok = db.execute("PRAGMA quick_check").fetchone()[0]
+            problem = None if ok == "ok" else f"a damaged SQLite database ({ok[:60]})"
+        except sqlite3.DatabaseError as e:
+            problem = f"a damaged SQLite database ({e})"
+    if problem:
+        raise SweepError(f"hydra.sweeper.storage: {path} is {problem}; give a new file name, or move it away to "
+                         f"start the study afresh")
+
+
+def precheck(hydra_cfg) -> str | None:
+    """What stops an Optuna sweep before it starts, in one line (the command line says it before
+    Hydra runs): Optuna missing, a study file that is not a whole SQLite database."""
+    if "attnexp_optuna_sweeper" not in str(OmegaConf.select(hydra_cfg, "sweeper._target_") or ""):
+        return None
+    try:
+        require_optuna()
+        url = str(OmegaConf.select(hydra_cfg, "sweeper.storage") or "")
+        if url.startswith("sqlite:///"):
+            check_sqlite(Path(url[len("sqlite:///"):]))
+    except SweepError as e:
+        return str(e)
+    return None
+
+
+class SweepError(ValueError):
+    """A sweep that cannot start, said in one line by the command line."""
+
+
 def outcome(ret) -> tuple[str, float | None]:
     """complete | pruned | failed, and the value, from the job's summary.json (the job's own
     record, which also says when a run was pruned or diverged)."""
+    from attnexp.results.summary import objective
+
     try:
         out = Path(ret.hydra_cfg.hydra.runtime.output_dir)
         s = json.loads((out / "summary.json").read_text())
     except (AttributeError, OSError, ValueError):
         return "failed", None
-    value = ((s.get("metrics") or {}).get("best") or {}).get("value")
+    value = objective(s, OmegaConf.select(ret.cfg, "checkpoint.monitor") if ret.cfg is not None else None)
     if s.get("status") == "pruned":
         return "pruned", None
     if s.get("status") != "completed" or value is None:

@@ -258,3 +258,81 @@ def test_a_sweep_whose_values_hold_a_slash_finds_its_nested_jobs(tmp_path, monke
     assert main(["train", "-m", "data.corpus=no/a.txt,no/b.txt", *TINY]) == 1
     err = capsys.readouterr().err
     assert "2 run(s) of the sweep failed" in err and "config_error: data.corpus='no/a.txt': no such file" in err, err
+
+
+@pytest.mark.slow
+def test_two_launches_on_one_optuna_study_both_finish_and_lose_nothing(tmp_path):
+    """Before: the second launch marked the first's RUNNING trial FAIL ("belongs to a launch that was
+    killed"), the first's job then failed on its next report (UpdateFinishedTrialError) and its
+    sweeper died with `Cannot tell a FAIL trial`. Now live trials carry heartbeats."""
+    import time
+
+    import optuna
+
+    db = tmp_path / "t.db"
+    args = [sys.executable, "-m", "attnexp", "train", "-m", "hparams_search=optuna", "hydra.sweeper.study_name=t",
+            f"hydra.sweeper.storage=sqlite:///{db}", "hydra.sweeper.n_trials=4", "hydra.sweeper.pruner=median",
+            "hydra.sweeper.n_startup_trials=0",
+            *TINY, "trainer.max_epochs=3", "data.n_sentences=600", "threads=1"]
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    first = subprocess.Popen([*args, f"hydra.sweep.dir={tmp_path / 'a'}"], cwd=tmp_path, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    end = time.time() + 120
+    while time.time() < end:  # the first launch's first trial is running
+        try:
+            if optuna.load_study(study_name="t", storage=f"sqlite:///{db}").get_trials(
+                    states=(optuna.trial.TrialState.RUNNING,)):
+                break
+        except Exception:  # noqa: BLE001 - no study yet
+            pass
+        time.sleep(0.2)
+    second = subprocess.run([*args, f"hydra.sweep.dir={tmp_path / 'b'}"], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=600)
+    out, err = first.communicate(timeout=600)
+    assert first.returncode == 0, err[-3000:]
+    assert second.returncode == 0, second.stderr[-3000:]
+    study = optuna.load_study(study_name="t", storage=f"sqlite:///{db}")
+    states = [t.state for t in study.trials]
+    assert len(states) >= 4 and all(s in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+                                    for s in states), states
+    runs = [json.loads(p.read_text()) for p in tmp_path.rglob("summary.json")]
+    assert len(runs) == len(states) and all(r["status"] in ("completed", "pruned") for r in runs)
+    assert "UpdateFinishedTrialError" not in err + second.stderr
+
+
+def test_an_optuna_sweep_that_cannot_start_is_one_line(tmp_path, monkeypatch):
+    """Before: without Optuna, a 13-line Hydra traceback; a truncated or non-SQLite study file, a
+    traceback from SQLAlchemy once the sweep had started."""
+    from attnexp.launch.overrides import precheck
+
+    monkeypatch.chdir(tmp_path)
+    bad = tmp_path / "text.db"
+    bad.write_text("not a database\n")
+    assert precheck(["hparams_search=optuna", f"hydra.sweeper.storage=sqlite:///{bad}"], multirun=True) == (
+        f"hydra.sweeper.storage: {bad} is not an SQLite database; give a new file name, or move it away to start "
+        f"the study afresh")
+    import optuna
+
+    good = tmp_path / "good.db"
+    optuna.create_study(study_name="x", storage=f"sqlite:///{good}").ask()
+    cut = tmp_path / "cut.db"
+    cut.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    problem = precheck(["hparams_search=optuna", f"hydra.sweeper.storage=sqlite:///{cut}"], multirun=True)
+    assert problem and f"{cut} is a damaged SQLite database" in problem and "\n" not in problem, problem
+    assert precheck(["hparams_search=optuna", f"hydra.sweeper.storage=sqlite:///{good}"], multirun=True) is None
+    monkeypatch.setitem(sys.modules, "optuna", None)  # as if it were not installed
+    assert precheck(["hparams_search=optuna"], multirun=True) == ("hparams_search=optuna needs Optuna: pip install -e "
+                                                                  "'.[sweep]'")
+
+
+def test_glob_sweeps_and_ddp_spawn_are_checked_before_anything_runs():
+    """Before: any glob() failed with "config error: ConfigLoader is not set"; ddp_spawn trained and
+    recorded a `completed` run of 0 epochs."""
+    from attnexp.launch.overrides import precheck, sweep_jobs
+
+    jobs = sweep_jobs(["experiment=glob(*,exclude=newsgroups*)", "seed=0,1"])
+    assert len(jobs) == 2 * len([p for p in (REPO / "conf" / "experiment").glob("*.yaml")
+                                 if not p.stem.startswith("newsgroups")])
+    assert precheck(["trainer.strategy=ddp_spawn", "trainer.accelerator=cpu", "trainer.devices=2"], multirun=False) == (
+        "trainer.strategy=ddp_spawn trains in child processes that keep the run's record to themselves; use trainer=ddp "
+        "(the same data-parallel training; e.g. trainer=ddp trainer.accelerator=cpu trainer.devices=2)")
