@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
         print(USAGE)
         return 0
     cmd, rest = argv[0], argv[1:]
-    if os.environ.get("ATTNEXP_SUBCOMMAND") == "train" and "=" in cmd:  # a DDP child Lightning started
+    if os.environ.get("ATTNEXP_SUBCOMMAND") == "train" and ("=" in cmd or cmd.startswith("-")):  # a DDP child Lightning started
         cmd, rest = "train", argv
     if cmd == "train":
         from attnexp.cli.train import train_cli

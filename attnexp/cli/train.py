@@ -7,6 +7,7 @@ import logging
 import os
 import shlex
 import sys
+from contextlib import contextmanager, nullcontext
 from datetime import datetime
 from pathlib import Path
 
@@ -43,8 +44,12 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
     if multirun:
         argv, sweep_root = sweep_arguments(argv, overrides)
     sys.argv = ["attnexp train", *argv]
+    if multirun:
+        from attnexp.launch.sweeps import quiet_sacct
+
+        quiet_sacct()
     hydra_task(overrides, multirun, started)()
-    return finish_sweep(sweep_root) if sweep_root else 0
+    return finish_sweep(sweep_root, overrides) if sweep_root else 0
 
 
 def run_folder(overrides: list[str], multirun: bool) -> Path:
@@ -125,7 +130,8 @@ def job(cfg, overrides: list[str], multirun: bool, started: float | None) -> flo
     from attnexp.training.stops import Interrupted
 
     try:
-        result = train(run)
+        with one_job(out) if sweep else nullcontext():
+            result = train(run)
     except ConfigError as e:  # bad input found while loading the data
         return config_error(e, out, sweep)
     except Interrupted as e:
@@ -156,6 +162,40 @@ def disk_is_full(out: Path, sweep: bool) -> None:
         print(f"attnexp: {msg}", file=sys.stderr)
         raise SystemExit(EXIT[Status.FAILED]) from None
     log.error("%s", msg)
+
+
+@contextmanager
+def one_job(out: Path):
+    """One job of a sweep, as Lightning's DDP launcher should see it, and nothing of it left for the
+    next job. The launcher starts the other ranks by running `sys.argv` again with
+    `hydra.run.dir=<HydraConfig run.dir>` appended: left as the sweep's, that was `-m <every job's
+    values>` (attnexp: "unknown command '-m'"; Lightning then SIGKILLed the sweep), so here it is this
+    job's own overrides, as a single run, in this job's folder. Afterwards the job's other ranks are
+    waited for and no longer watched (Lightning's watcher SIGKILLed the sweep when a failed job's
+    rank exited non-zero), and the environment the launcher set (LOCAL_RANK, WORLD_SIZE,
+    MASTER_PORT: the next job would take itself for a rank started from outside and wait for peers)
+    and its process group are undone."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import read_write
+
+    hc = HydraConfig.instance().cfg
+    argv, env = list(sys.argv), dict(os.environ)
+    sys.argv = ["attnexp train", *hc.hydra.overrides.task]
+    with read_write(hc), read_write(hc.hydra), read_write(hc.hydra.run):
+        hc.hydra.run.dir = str(out)
+    try:
+        yield
+    finally:
+        from attnexp.training.lightning_private import release_ddp_children
+
+        release_ddp_children()
+        sys.argv = argv
+        os.environ.clear()
+        os.environ.update(env)
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def config_error(e: Exception, out: Path, sweep: bool) -> None:
@@ -191,7 +231,7 @@ def say_stopped(result: dict, overrides: list[str], multirun: bool, out: Path) -
 
 def sweep_value(result: dict) -> float | None:
     """What a Hydra sweeper (Optuna) optimizes: the best monitored value of the run."""
-    return (result["metrics"].get("best") or {}).get("value")
+    return summary.objective(result, (result["metrics"].get("best") or {}).get("monitor"))
 
 
 def sweep_jobs(root: Path) -> list[Path]:
@@ -199,13 +239,15 @@ def sweep_jobs(root: Path) -> list[Path]:
     return sorted(p.parent for p in root.rglob(".hydra") if p.is_dir() and p.parent != root)
 
 
-def finish_sweep(root: Path) -> int:
+def finish_sweep(root: Path, overrides: list[str] = ()) -> int:
     """The sweep's table (results.md, .csv) and its failures, read from the jobs' summary.json
     files: the jobs may have run in other processes (submitit). A job folder without a usable
-    summary (its process died before writing one) counts as failed, and so does a sweep with no job."""
+    summary (its process died before writing one) counts as failed, and so does a sweep with no job.
+    A job that did not finish (interrupted: e.g. a SLURM job requeued max_num_timeout times; or
+    killed) is listed with the command that continues the sweep, and the sweep exits non-zero too."""
     from attnexp.results.compare import CompareError, write_sweep_table
 
-    failures, jobs = [], sweep_jobs(root)
+    failures, unfinished, jobs = [], [], sweep_jobs(root)
     for folder in jobs:
         try:
             s = summary.read(folder / summary.NAME)
@@ -214,6 +256,8 @@ def finish_sweep(root: Path) -> int:
             continue
         if s["status"] in FAILURES:
             failures.append(f"{folder.relative_to(root)}: {s['status']}: {s.get('error') or ''}")
+        elif s["status"] in (Status.INTERRUPTED, Status.RUNNING):
+            unfinished.append(f"{folder.relative_to(root)}: {s['status']}: {s.get('error') or 'its process was killed'}")
     if not jobs:
         failures.append(f"{root}: no job folder (no .hydra/ below it)")
     try:
@@ -226,5 +270,12 @@ def finish_sweep(root: Path) -> int:
         print(f"attnexp: {len(failures)} run(s) of the sweep failed (see their summary.json):", file=sys.stderr)
         for f in failures:
             print(f"  {f}", file=sys.stderr)
-        return SWEEP_FAILED
-    return 0
+    if unfinished:
+        again = [o for o in overrides if not o.startswith(("resume=", "hydra.sweep.dir="))]
+        cmd = " ".join(["python -m attnexp train -m", *map(shlex.quote, again), f"hydra.sweep.dir={shlex.quote(str(root))}",
+                        "resume=auto"])
+        print(f"attnexp: {len(unfinished)} run(s) of the sweep did not finish:", file=sys.stderr)
+        for f in unfinished:
+            print(f"  {f}", file=sys.stderr)
+        print(f"attnexp: continue them (finished runs are not trained again) with: {cmd}", file=sys.stderr)
+    return SWEEP_FAILED if failures or unfinished else 0

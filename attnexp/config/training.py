@@ -176,3 +176,9 @@ class TrainerConfig:
               f"trainer.num_sanity_val_steps={self.num_sanity_val_steps} must be >= 0 (or -1: the whole validation set)")
         check(self.fast_dev_run is None or isinstance(self.fast_dev_run, bool) or self.fast_dev_run >= 1,
               f"trainer.fast_dev_run={self.fast_dev_run} must be true, false or a batch count >= 1")
+        # ddp_spawn trains in child processes whose callbacks are copies: the run's record (history,
+        # steps, best checkpoint), its maps and its stop handling stayed there, and summary.json said
+        # `completed` with 0 epochs (a sweep or Optuna then saw an empty run)
+        check(not str(self.strategy or "").startswith("ddp_spawn"),
+              f"trainer.strategy={self.strategy} trains in child processes that keep the run's record to themselves; use "
+              f"trainer=ddp (the same data-parallel training; e.g. trainer=ddp trainer.accelerator=cpu trainer.devices=2)")

@@ -133,10 +133,7 @@ def _train(run: Run, stops: StopSignals, extra_callbacks: Sequence[L.Callback]) 
         trainer.fit(module, datamodule=dm, ckpt_path=str(resume) if resume else None, weights_only=True)
         record_early_stop(recorder, trainer)  # before trainer.test restores the callbacks from the best checkpoint
         if run.test and not trainer.fast_dev_run:
-            module.stage_prefix["test"] = "test" if "test" in dm.splits else "best_val"
-            results = trainer.test(module, datamodule=dm, ckpt_path=best.best_model_path or None, verbose=False,
-                                   weights_only=True)
-            recorder.test_metrics = results[0] if results else {}
+            test(run, trainer, module, dm, best, recorder)
         recorder.status = Status.COMPLETED
         return finished(recorder, trainer, maps, run)
     except MisconfigurationException as e:  # Lightning found a setting it cannot run (e.g. a limit below one batch)
@@ -148,6 +145,21 @@ def _train(run: Run, stops: StopSignals, extra_callbacks: Sequence[L.Callback]) 
     finally:
         stops.trainer = None
         finish(loggers, completed=recorder.status == Status.COMPLETED)
+
+
+def test(run: Run, trainer, module, dm, best, recorder: RunRecorder) -> None:
+    """The best checkpoint on the test split (or validation, where the data has none). A setting
+    Lightning refuses only now (e.g. trainer.limit_test_batches below one batch a rank) does not undo
+    the training that is done and saved: the run completes, and its record says why it has no test."""
+    module.stage_prefix["test"] = "test" if "test" in dm.splits else "best_val"
+    try:
+        results = trainer.test(module, datamodule=dm, ckpt_path=best.best_model_path or None, verbose=False,
+                               weights_only=True)
+    except MisconfigurationException as e:
+        recorder.extra["test_skipped"] = f"trainer: {' '.join(str(e).split())}"
+        log.warning("not tested (training is complete and saved): %s", recorder.extra["test_skipped"])
+        return
+    recorder.test_metrics = results[0] if results else {}
 
 
 def record_early_stop(recorder: RunRecorder, trainer) -> None:
