@@ -65,3 +65,55 @@ def job_overrides(overrides: list[str]) -> list[str]:
     if parallel and not any(o.startswith("hydra.launcher.cpus_per_task=") for o in overrides):
         extra.append(f"hydra.launcher.cpus_per_task={share(parallel)}")
     return extra
+
+
+class _Once:
+    """A logging filter that lets the first of submitit's "Bypassing sacct error" warnings through,
+    with what it means, and drops the rest (one a poll, every few seconds, for the whole sweep)."""
+
+    def __init__(self):
+        self.said = False
+
+    def filter(self, record) -> bool:
+        if "Bypassing sacct error" not in record.getMessage():
+            return True
+        if self.said:
+            return False
+        self.said = True
+        record.msg = ("sacct cannot report job states on this cluster (accounting is off?); submitit follows the "
+                      "jobs through their files instead (said once)")
+        record.args = ()
+        return True
+
+
+def quiet_sacct() -> None:
+    """submitit polls `sacct` for job states. On a cluster without accounting, sacct fails every poll:
+    submitit then warned each time (three lines, every few seconds) and sacct printed "Slurm accounting
+    storage is disabled" to the terminal. Its warning now appears once (`_Once`), and sacct's own
+    stderr only on the first poll. (submitit offers no setting for either: its watcher's command is
+    wrapped here.)"""
+    try:
+        from submitit.slurm.slurm import SlurmJob
+    except ImportError:
+        return
+    import logging
+
+    lg = logging.getLogger("submitit")
+    if not any(isinstance(f, _Once) for f in lg.filters):
+        lg.addFilter(_Once())
+        for h in list(lg.handlers):  # Hydra's root handler prints (and logs) it: not twice
+            lg.removeHandler(h)
+        lg.propagate = True
+    watcher = SlurmJob.watcher
+    if getattr(watcher, "_attnexp_quiet", False):
+        return
+    make = watcher._make_command
+
+    def command():
+        cmd = make()
+        if cmd is None or not watcher.num_calls:
+            return cmd
+        return ["sh", "-c", '"$@" 2>/dev/null', "sh", *cmd]  # the same sacct call, its stderr dropped
+
+    watcher._make_command = command
+    watcher._attnexp_quiet = True

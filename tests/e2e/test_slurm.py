@@ -1,0 +1,79 @@
+"""attnexp's SLURM launcher on a real one-node cluster (Debian's slurm-wlm and munge, started by
+the test in a temporary folder and stopped by PID): a two-job sweep, a job past its time limit that
+SLURM signals and submitit requeues, resuming from interrupted.ckpt until it completes, and a job
+that exhausts max_num_timeout, which the sweep reports as unfinished with the command that
+continues it. Skipped, with the reason, where SLURM cannot be installed or started."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import slurm
+from helpers.runs import REPO
+
+ON_SLURM = ["hydra/launcher=slurm", "hydra.launcher.partition=debug", "hydra.launcher.gpus_per_node=0",
+            "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=2", "logger=none", "trainer.enable_progress_bar=false",
+            "maps.n_examples=2", "threads=1", "resume=auto"]
+
+
+def sweep(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**env, "PYTHONWARNINGS": "ignore", "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO)])}
+    return subprocess.run([sys.executable, "-m", "attnexp", "train", "-m", *ON_SLURM, *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+def summaries(root: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(root.rglob("summary.json"))]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    reason = slurm.skip_reason()
+    if reason:
+        pytest.skip(reason)
+    with slurm.cluster(tmp_path_factory.mktemp("slurm")) as env:
+        yield env
+
+
+@pytest.mark.slow
+def test_a_two_job_sweep_runs_on_slurm(cluster, tmp_path):
+    r = sweep(["seed=0,1", "trainer.max_epochs=1", "data.n_sentences=300", f"hydra.sweep.dir={tmp_path}"], cluster, tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    done = summaries(tmp_path)
+    assert sorted(d["seed"] for d in done) == [0, 1] and all(d["status"] == "completed" for d in done)
+    # submitit's sacct warning (accounting is off here) once, not on every poll
+    assert r.stderr.count("sacct") <= 2, r.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_a_job_past_its_time_limit_is_requeued_and_resumes_to_completion(cluster, tmp_path):
+    """timeout_min=2, USR2 60 s before it: the job stops after its step with interrupted.ckpt, submitit
+    requeues it, and resume=auto continues from that checkpoint until the run completes."""
+    r = sweep(["seed=0", "trainer.max_epochs=30", "data.n_sentences=3000", "hydra.launcher.timeout_min=2",
+               "hydra.launcher.signal_delay_s=60", "hydra.launcher.max_num_timeout=5", f"hydra.sweep.dir={tmp_path}"],
+              cluster, tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (done,) = summaries(tmp_path)
+    assert done["status"] == "completed" and done["epochs"] == 30, done["status"]
+    assert done["resumed_from"] and all(Path(p).name == "interrupted.ckpt" for p in done["resumed_from"])
+    assert len(done["metrics"]["history"]) == 30  # every epoch once: nothing retrained, nothing lost
+
+
+@pytest.mark.slow
+def test_a_job_that_exhausts_its_requeues_ends_interrupted_and_the_sweep_says_how_to_continue(cluster, tmp_path):
+    """Before: the job ended interrupted and the sweep exited 0, saying nothing."""
+    r = sweep(["seed=0", "trainer.max_epochs=30", "data.n_sentences=3000", "hydra.launcher.timeout_min=1",
+               "hydra.launcher.signal_delay_s=40", "hydra.launcher.max_num_timeout=0", f"hydra.sweep.dir={tmp_path}"],
+              cluster, tmp_path)
+    assert r.returncode == 1, r.stderr[-3000:]
+    (done,) = summaries(tmp_path)
+    assert done["status"] == "interrupted" and done["signal"] == "SIGUSR2"
+    assert "attnexp: 1 run(s) of the sweep did not finish:" in r.stderr
+    line = [x for x in r.stderr.splitlines() if x.startswith("attnexp: continue them")]
+    assert len(line) == 1 and f"hydra.sweep.dir={tmp_path} resume=auto" in line[0], r.stderr[-2000:]
