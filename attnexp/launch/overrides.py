@@ -48,6 +48,27 @@ def _keys(node, prefix: str = "") -> list[str]:
     return out
 
 
+# What users of lightning-hydra-template, nanoGPT and Lightning type, and attnexp's key for it
+EQUIVALENTS = {
+    "ckpt_path": "resume=PATH (continue that run) or model.init=PATH (a new run from its weights)",
+    "model.optimizer.lr": "optim.lr", "model.optimizer.weight_decay": "optim.weight_decay", "optimizer.lr": "optim.lr",
+    "lr": "optim.lr", "learning_rate": "optim.lr", "weight_decay": "optim.weight_decay", "batch_size": "data.batch_size",
+    "model.scheduler": "optim.warmup_steps / optim.min_lr_ratio (warmup + cosine)", "max_iters": "trainer.max_steps",
+    "n_layer": "model.n_layers", "n_head": "model.n_heads", "n_embd": "model.d_model", "block_size": "data.max_len",
+}
+
+
+def close_key(key: str, keys: list[str]) -> str | None:
+    """A key that is a near spelling of `key`, in the same section with a near last name (so
+    model.optimizer.lr does not become model.compile), or None."""
+    section, _, last = key.rpartition(".")
+    for cand in difflib.get_close_matches(key, keys, n=5, cutoff=0.75):
+        c_section, _, c_last = cand.rpartition(".")
+        if c_section == section and difflib.SequenceMatcher(None, last, c_last).ratio() >= 0.75:
+            return cand
+    return None
+
+
 def unknown_key(key: str, overrides: list[str]) -> str:
     groups = [o for o in overrides if "=" in o and "." not in o.split("=", 1)[0] and not o.startswith(("+", "~"))]
     try:
@@ -56,8 +77,10 @@ def unknown_key(key: str, overrides: list[str]) -> str:
     except Exception:  # the groups themselves do not compose: say what we know
         keys = []
     keys = [k for k in keys if not k.startswith("hydra.")]
-    close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]}?" if close else "; `python -m attnexp train --cfg job` prints every key"
+    if key in EQUIVALENTS:
+        return f"{key} is not a config key; attnexp's is {EQUIVALENTS[key]}"
+    hint = f"; did you mean {close_key(key, keys)}?" if close_key(key, keys) else \
+        "; `python -m attnexp train --cfg job` prints every key"
     extra = ""
     if key.startswith("trainer."):
         extra = f" (another argument of Lightning's Trainer needs a '+': +{key}=...)"

@@ -41,6 +41,8 @@ def quiet_lightning() -> None:
     # DDP: our epoch values are reduced already (torchmetrics' compute, the loss sums in the module)
     warnings.filterwarnings("ignore", message=".*when logging on epoch level in distributed setting.*")
     warnings.filterwarnings("ignore", message=".*Checkpoint directory .* exists and is not empty.*")  # a resumed run's own
+    # on any machine with SLURM's tools installed, whether or not this process runs under SLURM
+    warnings.filterwarnings("ignore", message=".*The `srun` command is available on your system but is not used.*")
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropAdverts())
     bar_safe_logging()
     # Under Hydra the root logger already prints (and writes the job's .log): Lightning's own
