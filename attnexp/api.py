@@ -1,10 +1,13 @@
-"""attnexp from Python (a notebook, a script, a test): the same composition, validation, training
-and maps as the command line.
+"""attnexp from Python (a notebook, a script, a test): the same composition, validation, training,
+evaluation, sampling and maps as the command line, each a thin call into the layer that does it.
 
-    from attnexp.api import compose, load_run, train
+    import attnexp.api as ax
 
-    run = load_run(compose(["attention=alibi", "trainer.max_epochs=2"], "outputs/notebook"))  # typed, checked
-    summary = train(run)  # writes outputs/notebook/
+    run = ax.load_run(ax.compose(["attention=alibi", "trainer.max_epochs=2"], "outputs/notebook"))  # typed, checked
+    summary = ax.train(run)                                   # writes outputs/notebook/
+    m = ax.load("outputs/notebook/checkpoints/last.ckpt")     # or ax.load("hf:path/to/bert")
+    tokens, w = m.attention("the dog runs .")                 # w: (layers, heads, T, T)
+    m.show("the dog runs .")                                  # the viewer, inline in Jupyter
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from attnexp.config import MapsConfig
 from attnexp.launch.compose import compose
 from attnexp.launch.load import load_run
 
-__all__ = ["compose", "load_run", "train", "draw_maps"]
+__all__ = ["compose", "load_run", "train", "evaluate", "sample", "load", "draw_maps"]
 
 
 def train(run, callbacks=()):
@@ -23,6 +26,29 @@ def train(run, callbacks=()):
     from attnexp.training.fit import train as fit
 
     return fit(run, callbacks)
+
+
+def evaluate(ckpt: str, split: str = "test", data_overrides: list[str] = (), out: str | None = None) -> dict:
+    """A checkpoint's metrics on a split of the data it was trained on (attnexp.training.evaluate)."""
+    from attnexp.training.evaluate import evaluate as run_eval
+
+    return run_eval(ckpt, split, list(data_overrides), out)
+
+
+def sample(ckpt: str, prompt: str, max_new_tokens: int = 50, temperature: float = 1.0, top_k: int | None = None,
+           num_samples: int = 1, seed: int = 0) -> list[str]:
+    """Continuations of `prompt` from a causal language model's checkpoint (attnexp.model.sample)."""
+    from attnexp.model.sample import sample_text
+
+    return sample_text(load(ckpt), prompt, max_new_tokens, temperature, top_k, num_samples, seed)
+
+
+def load(spec: str | Path):
+    """A checkpoint path or `hf:<hub name or folder>`, loaded for looking at: `.model`,
+    `.attention(text)`, `.scores(text)`, `.show(text)` (attnexp.notebook.loaded.Loaded)."""
+    from attnexp.notebook.loaded import Loaded
+
+    return Loaded.of(spec)
 
 
 def draw_maps(*, ckpt: str | None = None, hf: str | None = None, texts: list[str], text_pairs: list[str] | None = None,
@@ -44,52 +70,10 @@ def draw_maps(*, ckpt: str | None = None, hf: str | None = None, texts: list[str
 
 
 def maps_source_checkpoint(ckpt: str, texts: list[str]):
-    """A trained checkpoint, read as data (its model rebuilt without Lightning), and its own
-    tokenizer for the texts."""
-    import sys
-
-    from attnexp.data.encoder import TextEncoder
-    from attnexp.maps.draw import Source
-    from attnexp.maps.probe import Probe
-    from attnexp.model import checkpoints
-
-    path = Path(ckpt)
-    data = checkpoints.load(path, "ckpt")
-    enc = TextEncoder.from_checkpoint(data, "ckpt", path)
-    model, _ = checkpoints.model_from_checkpoint(data, path)
-    ids = [enc.encode(t)[: model.m.max_len] for t in texts]
-    if max(max(x, default=0) for x in ids) >= model.tok_emb.num_embeddings:
-        from attnexp.config import ConfigError
-
-        raise ConfigError(f"ckpt={str(path)!r}: its tokenizer gives ids beyond its model's vocabulary; the two do not "
-                          f"belong together")
-    for t in texts:
-        unknown = enc.unknown_words(t)
-        if unknown:
-            print(f"attnexp maps: {len(unknown)} word(s) of {t[:40]!r} are not in the vocabulary and became [UNK]: "
-                  f"{', '.join(unknown[:10])}{' ...' if len(unknown) > 10 else ''}", file=sys.stderr)
-    return Source(model, Probe(ids, [enc.decode(x) for x in ids]), enc.pad_id, path.name,
-                  int(data.get("epoch", 0)), path.parent.parent / "maps" / f"custom_{path.stem}",
-                  first_word_id=enc.first_word_id)
+    """What `attnexp maps ckpt=` draws: `texts` through a trained checkpoint and its own tokenizer."""
+    return load(ckpt).source(texts)
 
 
 def maps_source_pretrained(source: str, texts: list[str], text_pairs: list[str]):
-    """Weights through transformers (attnexp.model.pretrained), the tokenizer through tokenizers:
-    a BERT pair gets its token types."""
-    from attnexp import attention
-    from attnexp.config import AttentionConfig, ModelConfig
-    from attnexp.maps.draw import Source
-    from attnexp.maps.probe import Probe
-    from attnexp.model import Transformer, pretrained
-
-    m, a = pretrained.configs(source, ModelConfig(), AttentionConfig(backend="eager"))
-    model = Transformer(m, attention.validate(a, m), pretrained.hf_config(source).vocab_size)
-    pretrained.load_into(model, source)
-    tok = pretrained.tokenizer(source, m.max_len)
-    encs = [tok.encode(t, p) for t, p in zip(texts, text_pairs or [None] * len(texts))]
-    types = [e.type_ids for e in encs] if m.type_vocab_size else None
-    probe = Probe([e.ids for e in encs], [e.tokens for e in encs], types=types)
-    name = Path(source).name or source.replace("/", "_")
-    # GPT-2's one special token is its last id: random tokens for the induction probe start at 0
-    return Source(model.eval(), probe, tok.token_to_id("[PAD]") or 0, name, 0, Path("maps") / f"hf_{name}",
-                  first_word_id=0 if model.a.causal else None)
+    """What `attnexp maps hf=` draws: `texts` (and BERT pairs) through a pretrained model."""
+    return load(f"hf:{source}").source(texts, text_pairs or None)

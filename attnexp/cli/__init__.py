@@ -14,6 +14,10 @@ USAGE = """usage: python -m attnexp <command> [args]
 commands:
   train [overrides]   train one run, or a sweep with -m (Hydra); `train --help` lists config groups
   variants            the attention variants: masks, backends, what their weights are
+  eval ckpt=PATH [split=test|val|train]
+                      a checkpoint's metrics on a split, with the split's maps
+  sample ckpt=PATH prompt="..." [max_new_tokens=50 temperature=1.0 top_k=N num_samples=1]
+                      text from a causal language model's checkpoint
   maps ckpt=PATH text="..." [out=DIR]
                       render the attention maps of a trained checkpoint for any text
   compare [DIR ...] [sort=KEY] [csv=PATH]
@@ -24,7 +28,7 @@ examples:
   python -m attnexp train -m attention=causal,bidirectional model.n_layers=2,4
   python -m attnexp compare
 """
-COMMANDS = ("train", "variants", "maps", "compare")
+COMMANDS = ("train", "eval", "sample", "variants", "maps", "compare")
 
 
 def main(argv: list[str] | None = None, started: float | None = None) -> int:
@@ -42,6 +46,14 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
         from attnexp.cli.train import train_cli
 
         return train_cli(rest, started)
+    if cmd == "eval":
+        from attnexp.cli.eval import eval_cli
+
+        return eval_cli(rest)
+    if cmd == "sample":
+        from attnexp.cli.sample import sample_cli
+
+        return sample_cli(rest)
     if cmd == "variants":
         from attnexp.cli.variants import variants_cli
 

@@ -182,8 +182,10 @@ class TokenDataModule(L.LightningDataModule):
     def val_dataloader(self):
         return self._loader("val", shuffle=False)
 
+    eval_split: str | None = None  # what `attnexp eval split=` tests on; None: test, or val where there is none
+
     def test_dataloader(self):
-        return self._loader("test" if "test" in self.splits else "val", shuffle=False)
+        return self._loader(self.eval_split or ("test" if "test" in self.splits else "val"), shuffle=False)
 
     # `self.encoder` (attnexp.data.encoder.TextEncoder) is set by each subclass's setup().
     def decode(self, ids) -> list[str]:

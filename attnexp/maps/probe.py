@@ -30,12 +30,12 @@ class Probe:
         return ids.to(device), pad_mask.to(device)
 
 
-def probe_from(dm, texts: list[str], n_examples: int) -> Probe:
-    """The given texts, or the first validation examples (their task targets too, if any)."""
+def probe_from(dm, texts: list[str], n_examples: int, split: str = "val") -> Probe:
+    """The given texts, or the first examples of `split` (their task targets too, if any)."""
     if texts:
         ids = [dm.encode_text(t) for t in texts]
         return Probe(ids, [dm.decode(x) for x in ids])
-    items = dm.splits["val"][:n_examples]
+    items = dm.splits[split][:n_examples]
     ids = [list(it["input_ids"]) for it in items]
     targets = [list(map(tuple, it.get("align", []))) for it in items] if any("align" in it for it in items) else []
     labels = [int(it["label"]) for it in items] if dm.task.name == "classify" else None

@@ -240,6 +240,8 @@ def read(paths: list[Path]) -> list[tuple[Path, dict]]:
         except summary.SummaryError as e:
             print(f"attnexp compare: left out {p}: {e}", file=sys.stderr)
             continue
+        if s.get("kind") == "eval":  # `attnexp eval`'s record in a run's eval/ folder: not a run of its own
+            continue
         if s.get("status") == "config_error" and not s.get("sweep") and p not in paths:
             skipped += 1  # a single run that never started: nothing to compare (a sweep's stay, as its grid's holes)
             continue

@@ -8,11 +8,13 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from attnexp.api import train
 from attnexp.cli import main
+from helpers.runs import REPO as REPO_ROOT
 from helpers.runs import run_of
 
 FAST = ["trainer.enable_progress_bar=false", "data.n_sentences=300", "logger=none"]
@@ -108,3 +110,96 @@ def test_two_devices_with_the_default_trainer_run_data_parallel(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     s = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert s["status"] == "completed" and s["steps"] > 0
+
+
+# -- after the first run: eval, sample, and what lightning-hydra-template / nanoGPT users type ---------
+
+@pytest.fixture(scope="module")
+def causal_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("causal")
+    s = train(run_of(["attention=causal", "trainer.max_epochs=2", "data.n_sentences=600", "logger=none",
+                      "trainer.enable_progress_bar=false", "maps.n_examples=2"], d / "run"))
+    return d / "run", s
+
+
+def test_eval_reproduces_the_runs_own_best_metrics_on_the_same_split(causal_run, capsys):
+    run, s = causal_run
+    best = s["metrics"]["best"]["checkpoint"]
+    assert main(["eval", f"ckpt={best}", "split=val"]) == 0
+    out = capsys.readouterr().out
+    folder = run / "eval" / f"{Path(best).stem}_val"
+    e = json.loads((folder / "summary.json").read_text())
+    assert e["kind"] == "eval" and e["status"] == "completed" and e["split"] == "val"
+    # the run's test stage scored the best checkpoint on val (toy data has no test split): best_val/*
+    assert {k.split("/")[1]: v for k, v in e["metrics"]["test"].items()} == \
+        {k.split("/")[1]: v for k, v in s["metrics"]["test"].items()}
+    assert (folder / "viewer.html").is_file() and (folder / "maps_ex0.png").is_file()
+    assert f"-> {folder}/" in out
+    from attnexp.cli.compare import compare_cli
+
+    assert compare_cli([str(run)]) == 0  # the eval record is not listed as a run of its own
+    assert capsys.readouterr().out.count("completed") == 1
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["split=test"], "split=test: data=toy has no test split (it has train, val); give split=val"),
+    (["split=val", "data.n_sentences=100"], "these data settings give another tokenizer than the one it was trained with"),
+    (["split=val", "model.d_model=8"], "eval takes data.KEY=VALUE overrides only"),
+    (["split=nope"], "split='nope' is not one of: test, val, train"),
+], ids=["no-test-split", "other-vocabulary", "not-data", "bad-split"])
+def test_eval_refuses_what_does_not_fit_the_checkpoint_in_one_line(causal_run, args, needle, capsys):
+    assert main(["eval", f"ckpt={causal_run[1]['checkpoints']['last']}", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and "\n" not in err, err
+
+
+def test_sample_continues_a_prompt_reproducibly_and_refuses_models_without_a_next_token(causal_run, tmp_path, capsys):
+    from attnexp import api
+
+    ckpt = causal_run[1]["checkpoints"]["last"]
+    a = api.sample(ckpt, "the dog", max_new_tokens=8, num_samples=2, seed=3)
+    assert a == api.sample(ckpt, "the dog", max_new_tokens=8, num_samples=2, seed=3)
+    assert len(a) == 2 and all(t.startswith("the dog ") and len(t.split()) > 2 for t in a)
+    greedy = api.sample(ckpt, "the dog", max_new_tokens=5, temperature=0, num_samples=2)
+    assert greedy[0] == greedy[1]
+    assert main(["sample", f"ckpt={ckpt}", "prompt=the cat", "max_new_tokens=5", "seed=1"]) == 0
+    assert capsys.readouterr().out.startswith("the cat ")
+    bi = train(run_of(["attention=bidirectional", "trainer.max_epochs=1", "data.n_sentences=100", "logger=none",
+                       "maps.enabled=false", "trainer.enable_progress_bar=false", "test=false"], tmp_path / "bi"))
+    assert main(["sample", f"ckpt={bi['checkpoints']['last']}", "prompt=the"]) == 2
+    assert "is a bidirectional model (masked tokens)" in capsys.readouterr().err
+
+
+def test_what_other_tools_call_a_setting_names_attnexps(capsys):
+    """Before: model.optimizer.lr suggested model.compile, and ckpt_path said only "not a config key"."""
+    for given, said in (("model.optimizer.lr=0.1", "model.optimizer.lr is not a config key; attnexp's is optim.lr"),
+                        ("ckpt_path=x.ckpt", "ckpt_path is not a config key; attnexp's is resume=PATH"),
+                        ("model.n_head=4", "did you mean model.n_heads?")):
+        assert main(["train", given]) == 2
+        assert said in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_quickstart_notebook_runs_on_a_real_kernel_and_its_maps_are_the_runs(tmp_path):
+    """examples/quickstart.ipynb, executed top to bottom by nbclient on a real ipykernel: train, load,
+    attention, show, head importance. The maps `attention(text)` returns equal the ones the run saved
+    for the same checkpoint and text (its last snapshot, fp16)."""
+    nbclient = pytest.importorskip("nbclient")
+    import nbformat
+    import numpy as np
+
+    nb = nbformat.read(REPO_ROOT / "examples" / "quickstart.ipynb", as_version=4)
+    out = tmp_path / "quick"
+    nb.cells.insert(0, nbformat.v4.new_code_cell(f"import os; os.environ['ATTNEXP_QUICKSTART_OUT'] = {str(out)!r}"))
+    nb.cells.append(nbformat.v4.new_code_cell("import numpy as np; np.save(OUT / 'attention.npy', w); "
+                                              "print(summary['status'], type(m.show(TEXT)._repr_html_()).__name__)"))
+    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    shown = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if "text/html" in o.get("data", {})]
+    assert shown and "<iframe srcdoc=" in shown[0]["data"]["text/html"]
+    assert "completed str" in nb.cells[-1]["outputs"][0]["text"]
+    from attnexp.maps import snapshot
+
+    with snapshot.opened(snapshot.latest(out / "maps")) as z:
+        saved = z["weights"][:, 0].astype(np.float32)  # (L, H, T, T) of the one probe text
+    ours = np.load(out / "attention.npy")
+    assert ours.shape == saved.shape and np.abs(ours - saved).max() < 2e-3

@@ -12,7 +12,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "attnexp"
 # Higher imports lower, never the reverse; packages of one rank do not import each other.
-LAYERS = {"config": 0, "attention": 1, "data": 1, "model": 2, "maps": 2, "results": 3, "training": 4, "launch": 5,
+LAYERS = {"config": 0, "attention": 1, "data": 1, "model": 2, "maps": 2, "results": 3, "notebook": 3, "training": 4, "launch": 5,
           "api": 6, "cli": 7, "__main__": 8}
 MAX_FUNCTION_LINES = 60
 

@@ -1,0 +1,40 @@
+"""`python -m attnexp eval ckpt=PATH [split=test|val|train] [out=DIR] [data.KEY=VALUE ...]`: a
+checkpoint's metrics on a split (lightning-hydra-template's eval.py ckpt_path=...), in a folder of
+its own (default <run>/eval/<checkpoint>_<split>) with a summary.json and the split's maps."""
+
+from __future__ import annotations
+
+import sys
+
+from attnexp.config import ConfigError
+
+USAGE = "usage: python -m attnexp eval ckpt=PATH [split=test|val|train] [out=DIR] [data.KEY=VALUE ...]"
+
+
+def eval_cli(argv: list[str]) -> int:
+    if any(a in ("-h", "--help") for a in argv):
+        print(USAGE)
+        return 0
+    args, data = {}, []
+    try:
+        for a in argv:
+            key, sep, value = a.partition("=")
+            if sep and "." in key:
+                data.append(a)  # data.* only: evaluate() says so of any other
+            elif sep and key in ("ckpt", "split", "out"):
+                args[key] = value
+            else:
+                raise ConfigError(f"cannot read {a!r}; {USAGE}")
+        if "ckpt" not in args:
+            raise ConfigError(f"give ckpt=PATH; {USAGE}")
+        from attnexp import api
+
+        s = api.evaluate(args["ckpt"], args.get("split", "test"), data, args.get("out"))
+    except ConfigError as e:
+        print(f"attnexp eval: {e}", file=sys.stderr)
+        return 2
+    metrics = " · ".join(f"{k} {v:.4f}" for k, v in s["metrics"]["test"].items())
+    n = s["data"][f"n_{s['split']}"]
+    print(f"attnexp eval: {s['split']} ({n} examples) {metrics}\n  -> {s['run_dir']}/ (summary.json, maps_ex0.png ..., "
+          f"viewer.html)")
+    return 0

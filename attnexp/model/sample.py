@@ -1,0 +1,67 @@
+"""Text from a causal language model, token by token (nanoGPT's `generate`): the last position's
+logits over temperature, cut to the top k, sampled; stops at the end token or after max_new_tokens."""
+
+from __future__ import annotations
+
+import torch
+
+from attnexp.config import ConfigError
+
+
+def check_samplable(hp: dict, key: str, path) -> None:
+    """A checkpoint that has a next-token distribution: a causal language model."""
+    task, attention = hp.get("task", {}), hp.get("attention", {})
+    if task.get("name") != "lm":
+        raise ConfigError(f"{key}={str(path)!r} is a classifier (task={task.get('name')}): it predicts a class, not the "
+                          f"next token; sample from a run trained with task=lm attention=causal")
+    if attention.get("mask") != "causal":
+        raise ConfigError(f"{key}={str(path)!r} is a bidirectional model (masked tokens): it sees both sides of a "
+                          f"token and has no next-token distribution; sample from a run trained with attention=causal")
+
+
+@torch.no_grad()
+def generate(model, ids: list[int], max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
+             end_id: int | None = None, generator: torch.Generator | None = None) -> list[int]:
+    """`ids` continued by up to `max_new_tokens` sampled tokens (the context cropped to the model's
+    max_len); temperature 0 takes the most likely token."""
+    x_BT = torch.tensor([ids], dtype=torch.long)
+    for _ in range(max_new_tokens):
+        logits_V = model(x_BT[:, -model.m.max_len:]).logits[0, -1].float()
+        if temperature == 0:
+            nxt = int(logits_V.argmax())
+        else:
+            logits_V = logits_V / temperature
+            if top_k:
+                kth = torch.topk(logits_V, min(top_k, logits_V.numel())).values[-1]
+                logits_V = logits_V.masked_fill(logits_V < kth, float("-inf"))
+            nxt = int(torch.multinomial(torch.softmax(logits_V, -1), 1, generator=generator))
+        x_BT = torch.cat([x_BT, torch.tensor([[nxt]])], 1)
+        if nxt == end_id:
+            break
+    return x_BT[0].tolist()
+
+
+def sample_text(loaded, prompt: str, max_new_tokens: int = 50, temperature: float = 1.0, top_k: int | None = None,
+                num_samples: int = 1, seed: int = 0) -> list[str]:
+    """`num_samples` continuations of `prompt` through a loaded checkpoint (attnexp.notebook.loaded),
+    each the prompt's words and the sampled ones, decoded; reproducible with `seed`."""
+    from attnexp.data.vocab import EOS
+
+    if loaded.pretrained or loaded.hparams is None:
+        raise ConfigError("sample takes an attnexp checkpoint (ckpt=PATH) of a causal language model")
+    check_samplable(loaded.hparams, "ckpt", loaded.path)
+    if max_new_tokens < 1 or temperature < 0 or (top_k is not None and top_k < 1) or num_samples < 1:
+        raise ConfigError("max_new_tokens >= 1, temperature >= 0, top_k >= 1 (or none) and num_samples >= 1")
+    enc = loaded.encoder
+    end = EOS if enc.kind == "words" else enc.tok.token_to_id("[SEP]")
+    ids = enc.encode(prompt)
+    ids = ids[:-1] if ids and ids[-1] == end else ids  # the prompt goes on: no end token after it
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(num_samples):
+        new = generate(loaded.model, ids, max_new_tokens, temperature, top_k, end, g)
+        if enc.kind == "words":
+            out.append(" ".join(t for t in enc.decode(new) if t not in ("[BOS]", "[EOS]", "[PAD]")))
+        else:
+            out.append(enc.tok.decode(new, skip_special_tokens=True))
+    return out

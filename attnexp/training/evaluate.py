@@ -1,0 +1,94 @@
+"""`evaluate(ckpt, split)`: a checkpoint's metrics on a split of the data it was trained on (as
+lightning-hydra-template's eval.py), in a folder of its own with a summary.json (kind `eval`) and
+the maps of the split's first examples. The data is rebuilt from what the checkpoint records of
+it (data_identity); `data.*` overrides may change it where the tokenizer stays the checkpoint's."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from attnexp.config import ConfigError, MapsConfig, TaskConfig, check, from_dict, split_override
+from attnexp.model import checkpoints
+from attnexp.results import summary
+from attnexp.results.summary import Status
+
+SPLITS = ("test", "val", "train")
+
+
+def data_config(ckpt: dict, path: Path, overrides: list[str], task: TaskConfig):
+    """The checkpoint's data config (its recorded settings and location) with `data.KEY=VALUE`
+    overrides, validated as a run's."""
+    import yaml
+
+    from attnexp.data.configs import load_data_config
+
+    ident = ckpt.get("data_identity")
+    if not isinstance(ident, dict) or not isinstance(ident.get("settings"), dict):
+        raise ConfigError(f"ckpt={str(path)!r} does not record its data (a checkpoint from before attnexp recorded "
+                          f"data_identity); evaluate it by training with resume= and test=true instead")
+    raw = {**ident["settings"], **(ident.get("location") or {})}
+    for o in overrides:
+        key, value = split_override(o)
+        check(key.startswith("data.") and "." not in key[5:],
+              f"eval takes data.KEY=VALUE overrides only (the model is the checkpoint's), not {o!r}")
+        raw[key[5:]] = yaml.safe_load(value) if value else value
+    return load_data_config(raw, task)
+
+
+def evaluate(ckpt_path: str | Path, split: str = "test", overrides: list[str] = (), out: str | Path | None = None) -> dict:
+    """The metrics of `ckpt_path` on `split`; returns the summary it writes into its folder."""
+    import lightning as L
+
+    from attnexp.data import build_datamodule
+    from attnexp.data.base import identity_mismatch
+    from attnexp.maps import draw
+    from attnexp.training.build import quiet_lightning
+    from attnexp.training.module import AttnexpModule
+
+    quiet_lightning()
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)  # "GPU available: False"...
+    t0, path = time.time(), Path(ckpt_path)
+    check(split in SPLITS, f"split={split!r} is not one of: {', '.join(SPLITS)}")
+    ckpt = checkpoints.load(path, "ckpt")
+    model, hp = checkpoints.model_from_checkpoint(ckpt, path)  # sizes checked before anything is built
+    task = from_dict(TaskConfig, hp["task"], "task")
+    cfg = data_config(ckpt, path, list(overrides), task)
+    dm = build_datamodule(cfg, task, causal=model.a.causal)
+    dm.setup("fit")
+    check(split in dm.splits, f"split={split}: data={cfg.name} has no {split} split (it has "
+                              f"{', '.join(dm.splits)}); give split=val")
+    saved = ckpt.get("data_identity") or {}
+    if saved.get("tokenizer_sha256") != dm.identity()["tokenizer_sha256"]:
+        raise ConfigError(f"ckpt={str(path)!r}: these data settings give another tokenizer than the one it was trained "
+                          f"with ({identity_mismatch(saved, dm.identity())}); keep the settings that choose the vocabulary")
+    module = AttnexpModule(**{k: hp[k] for k in ("model", "attention", "task", "optim", "vocab_size", "num_classes")})
+    checkpoints.check_shapes(ckpt, module.state_dict(), "ckpt", path)
+    module.load_state_dict(ckpt["state_dict"])
+    module.stage_prefix["test"] = split
+    dm.eval_split = split
+    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False)
+    metrics = (trainer.test(module, datamodule=dm, verbose=False) or [{}])[0]
+    folder = draw.out_folder(str(out) if out else None, path.parent.parent / "eval" / f"{path.stem}_{split}")
+    record = {**summary.header(Status.COMPLETED, None, folder), "kind": "eval", "checkpoint": str(path.resolve()),
+              "split": split, "metrics": {"final": {}, "best": None, "history": [],
+                                          "test": {k: round(float(v), 6) for k, v in sorted(metrics.items())}},
+              "data": {"name": cfg.name, f"n_{split}": len(dm.splits[split]), "identity": dm.identity()},
+              "task": summary.task_record(task), "wall_time_s": round(time.time() - t0, 2), "versions": summary.versions()}
+    draw_split_maps(model, dm, split, folder)
+    summary.write(folder / summary.NAME, record)
+    return record
+
+
+def draw_split_maps(model, dm, split: str, folder: Path) -> None:
+    """The maps of the split's first examples (as a run's snapshots draw the validation probe)."""
+    from attnexp.maps import draw
+    from attnexp.maps.probe import probe_from
+
+    view = MapsConfig()
+    probe = probe_from(dm, [], view.n_examples, split)
+    src = draw.Source(model, probe, dm.pad_id, f"{split} examples", 0, folder,
+                      first_word_id=getattr(dm, "first_word_id", None), class_names=dm.class_names)
+    draw.draw(src, folder, view)
