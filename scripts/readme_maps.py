@@ -5,12 +5,14 @@
 - agreement: `experiment=toy_agreement`; the grid of one example (heads scored on how much the
   [BOS] token looks at the subject) and a table of every head: its alignment, and the validation
   accuracy lost when it alone, or its whole layer, is silenced (agreement.json).
+- report: a screenshot of `attnexp compare report=` over the README's sweep (variants x seeds).
 - newsgroups: a grid of a 20 Newsgroups post and two screenshots of the viewer (map and text
   views, headless Chromium), from a run of `experiment=newsgroups` (given with --newsgroups-run,
   or trained here: about 10 minutes on 2 CPU cores).
 
     python scripts/readme_maps.py                               # everything
     python scripts/readme_maps.py --parts agreement
+    python scripts/readme_maps.py --parts report       # the comparison report of a 9-run sweep (~5 min)
     python scripts/readme_maps.py --parts newsgroups --newsgroups-run outputs/2026-11-22/12-54-50_bidirectional
 """
 
@@ -105,6 +107,20 @@ def screenshot(url: str, out: Path, size: str) -> None:
     subprocess.run([chromium, *flags, f"--screenshot={out}", url], check=True, capture_output=True, timeout=120)
 
 
+def comparison(report: dict) -> None:
+    """The README's comparison: variants x seeds (the sweep the README shows), its report page, a
+    screenshot of the page's top (report.png)."""
+    sweep = Path(tempfile.mkdtemp(prefix="readme-report-"))
+    cmd = [sys.executable, "-m", "attnexp", "train", "-m", "attention=causal,alibi,linear", "seed=0,1,2",
+           "trainer.max_epochs=8", *QUIET, f"hydra.sweep.dir={sweep}"]
+    subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, timeout=3600)
+    page = sweep / "report.html"
+    subprocess.run([sys.executable, "-m", "attnexp", "compare", str(sweep), f"report={page}"], cwd=REPO, check=True,
+                   capture_output=True, timeout=600)
+    screenshot(page.as_uri(), OUT / "report.png", "1200,1400")
+    report["report"] = {"sweep": str(sweep), "command": " ".join(cmd[1:])}
+
+
 def newsgroups(report: dict, run_dir: Path | None, example: int) -> None:
     import numpy as np
 
@@ -145,6 +161,8 @@ def main() -> None:
         agreement(report)
     if "newsgroups" in parts:
         newsgroups(report, args.newsgroups_run, args.example)
+    if "report" in parts:
+        comparison(report)
     path.write_text(json.dumps(report, indent=2) + "\n")
 
 
