@@ -143,8 +143,9 @@ def analyse(model, probe: Probe, w: np.ndarray, pad_id: int, cfg: MapsConfig, ct
     if cfg.roles:
         a.scores.update(roles.pattern_scores(w, probe.lengths, probe.tokens, ctx.causal))
         if ctx.causal and ctx.induction_ids:
-            rep = Probe([ctx.induction_ids], [[""] * len(ctx.induction_ids)])
-            a.scores.update(roles.induction_scores(attention_maps(model, rep, pad_id), (len(ctx.induction_ids) - 1) // 2))
+            ids, ctl = ctx.induction_ids, roles.induction_control(ctx.induction_ids)
+            both = attention_maps(model, Probe([ids, ctl], [[""] * len(ids)] * 2), pad_id)  # one pass, B = 2
+            a.scores.update(roles.induction_scores(both[:, :1], (len(ids) - 1) // 2, control=both[:, 1:]))
         elif ctx.causal:
             a.skipped["induction"] = ("the vocabulary, model.max_len or the examples are too short for a repeated random "
                                       "sequence of 4 tokens")

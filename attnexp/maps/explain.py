@@ -5,8 +5,11 @@ drove a classifier's prediction.
   maps averaged over heads, the residual added as 0.5 A + 0.5 I, rows renormalised, multiplied
   from the first layer up: how much each output position draws on each input token.
 - `flow` (the same paper): the maximum flow from each input token to an output position through
-  the layered graph whose edge capacities are those residual-augmented maps. Exact, and costly
-  (a max-flow problem per pair of tokens), so it is opt-in: maps.flow=true.
+  the layered graph whose edge capacities are those residual-augmented maps, each output row then
+  normalised to sum 1 as the authors' code does (a row's raw flows sum to about n). Capacities are
+  rounded to steps of 1e-6 (scipy's solver takes integers), so each flow is within about
+  (edges in its minimum cut) x 5e-7 of the real-valued one; costly (a max-flow problem per pair of
+  tokens), so it is opt-in: maps.flow=true.
 - `gradient_relevance` (Chefer et al. 2021b, "Generic Attention-model Explainability for
   Interpreting Bi-Modal and Encoder-Decoder Transformers", ICCV: the gradient x attention rule
   that simplifies their relevance propagation of Chefer et al. 2021a): R = I, then for each layer
@@ -76,7 +79,7 @@ def flow(w_LHnn: np.ndarray, rows: list[int] | None = None) -> np.ndarray:
     for r, i in enumerate(rows):
         for j in range(n):
             out[r, j] = maximum_flow(graph, j, L * n + i).flow_value / SCALE
-    return out
+    return out / np.maximum(out.sum(-1, keepdims=True), 1e-12)  # each row a distribution, as the authors normalise
 
 
 def pooled_rows(pooling: str, n: int) -> list[int]:

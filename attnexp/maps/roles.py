@@ -66,13 +66,27 @@ def induction_probe(start_id: int, first_word_id: int, vocab_size: int, n: int, 
     return [start_id, *r, *r]
 
 
-def induction_scores(w: np.ndarray, n: int) -> dict[str, np.ndarray]:
+def induction_control(ids: list[int]) -> list[int]:
+    """The control for `induction_probe`'s [start] r1..rn r1..rn: [start] r1..rn r2..rn r1, the same
+    tokens at the same distances, but each earlier occurrence now one place further back, so the
+    token after it is not at the distance a fixed-offset head looks."""
+    n = (len(ids) - 1) // 2
+    first = ids[1:1 + n]
+    return [ids[0], *first, *first[1:], first[0]]
+
+
+def induction_scores(w: np.ndarray, n: int, control: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """(L, H) each, from the maps of one `induction_probe` sequence (B = 1, length 1 + 2n): for each
     query q of the second copy, its share on q - n + 1 (the token after the earlier occurrence of
-    its own token) and on q - 1."""
+    its own token) and on q - 1. With the maps of `induction_control`, `induction` is that share
+    less the control's at the same distance (Olsson et al. score against a shuffled baseline too): a
+    head that looks a fixed distance back scores the same on both, and 0, not as an induction head."""
     s = shares(w)[:, 0]  # (L, H, T, T)
     q = np.arange(1 + n, 1 + 2 * n)
-    return {"induction": s[:, :, q, q - n + 1].mean(-1), "prev_token_rep": s[:, :, q, q - 1].mean(-1)}
+    out = {"induction": s[:, :, q, q - n + 1].mean(-1), "prev_token_rep": s[:, :, q, q - 1].mean(-1)}
+    if control is not None:
+        out["induction"] = out["induction"] - shares(control)[:, 0][:, :, q, q - n + 1].mean(-1)
+    return out
 
 
 def assign(scores: dict[str, np.ndarray]) -> np.ndarray:
