@@ -203,3 +203,21 @@ def test_the_quickstart_notebook_runs_on_a_real_kernel_and_its_maps_are_the_runs
         saved = z["weights"][:, 0].astype(np.float32)  # (L, H, T, T) of the one probe text
     ours = np.load(out / "attention.npy")
     assert ours.shape == saved.shape and np.abs(ours - saved).max() < 2e-3
+
+
+def test_variants_fit_100_columns(capsys):
+    assert main(["variants"]) == 0
+    wide = [x for x in capsys.readouterr().out.splitlines() if len(x) > 100]
+    assert not wide, wide  # before: 23 lines over 100
+
+
+def test_what_lightning_hydra_template_users_type_for_none_and_an_unseeded_run(tmp_path, capsys):
+    """logger=null (Hydra refused a null group choice) and seed=null ("must be an integer" before):
+    an unseeded run draws a seed and records it, so it can be repeated. The run folder is said as
+    training starts, not only at the end."""
+    assert main(["train", "logger=null", "seed=null", "trainer.fast_dev_run=true", "data.n_sentences=100",
+                 f"hydra.run.dir={tmp_path / 'run'}"]) == 0
+    out = capsys.readouterr().out
+    assert out.index(f"attnexp: training in {tmp_path / 'run'}") < out.index("attnexp: run completed")
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert isinstance(s["seed"], int) and not (tmp_path / "run" / "tensorboard").exists()
