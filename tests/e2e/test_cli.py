@@ -92,15 +92,17 @@ def test_cli_help_and_commands(tmp_path):
     assert r.returncode == 2 and "unknown command" in r.stderr
 
 
-def test_the_readme_names_every_option_of_every_config_group():
+@pytest.mark.parametrize("page,start,end", [("README.md", "## Config groups", "Mistakes in overrides"),
+                                             ("docs/configuration.md", "| group |", "Top-level keys")])
+def test_the_readme_and_the_docs_name_every_option_of_every_config_group(page, start, end):
     from helpers.runs import REPO, options
 
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("### Config groups"):text.index("Top-level keys")]
+    text = (REPO / page).read_text()
+    section = text[text.index(start):text.index(end)]
     rows = {line.split("|")[1].strip(" `"): line.split("|")[2] for line in section.splitlines() if line.startswith("| `")}
     for group in ("attention", "model", "data", "task", "trainer", "logger", "experiment", "hparams_search", "debug"):
         missing = [o for o in options(group) if f"`{o}`" not in rows[group]]
-        assert not missing, f"README's config-group table lacks {group}: {missing}"
+        assert not missing, f"{page}'s config-group table lacks {group}: {missing}"
 
 
 @pytest.mark.slow
