@@ -18,6 +18,10 @@ from attnexp.results.summary import FAILURES, Status
 log = logging.getLogger("attnexp")
 
 
+# What lightning-hydra-template users type for "none" of a group; Hydra refuses a null group choice
+NULL_GROUPS = {"logger=null": "logger=none", "logger=[]": "logger=none"}
+
+
 def train_cli(argv: list[str], started: float | None = None) -> int:
     """Exit codes: cli/exits.py. A single run's code is its own; a sweep's is 0 when every job
     completed, else 1. A stop signal ends either with the signal's code and a line saying how to
@@ -26,6 +30,7 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
     from attnexp.launch.overrides import precheck
 
     register_schemas()
+    argv = [NULL_GROUPS.get(a, a) for a in argv]
     flags = hydra_flags(argv)
     multirun, overrides = bool(flags.multirun), list(flags.overrides)
     if not (flags.help or flags.hydra_help or flags.shell_completion):  # --cfg, --info: checked as a run would be
@@ -128,6 +133,9 @@ def job(cfg, overrides: list[str], multirun: bool, started: float | None) -> flo
         return sweep_value(summary.read(out / summary.NAME))
     from attnexp.training.fit import train
     from attnexp.training.stops import Interrupted
+
+    if os.environ.get("LOCAL_RANK", "0") == "0":  # where to point TensorBoard while it trains (not once per rank)
+        print(f"attnexp: training in {out}", flush=True)
 
     try:
         with one_job(out) if sweep else nullcontext():

@@ -25,21 +25,32 @@ def variants_cli(argv: list[str]) -> int:
 
     about = {r["variant"]: r for r in attention.matrix()}
     rows = [{**o, **{k: about[o["variant"]][k] for k in ("backends", "rows", "positions", "about")}} for o in options()]
-    cols = ["attention=", "variant", "sets", "backends", "rows", "positions", "about"]
+    cols = ["attention=", "variant", "sets", "backends", "rows", "positions"]
     width = {c: max(len(c), *(len(r[c]) for r in rows)) for c in cols}
-    print("  ".join(c.ljust(width[c]) for c in cols))
+    print("  ".join(c.ljust(width[c]) for c in cols).rstrip())
     print("  ".join("-" * width[c] for c in cols))
     for r in rows:
-        print("  ".join(r[c].ljust(width[c]) for c in cols))
+        print("  ".join(r[c].ljust(width[c]) for c in cols).rstrip())
+    print("\nWhat each variant is:")
+    for name, r in about.items():
+        say(f"{name}: {r['about']}", "  ")
     unreachable = sorted(set(about) - {r["variant"] for r in rows})
     if unreachable:
         print(f"\nRegistered without a conf/attention option (select with attention.name=...): {', '.join(unreachable)}")
     print("\nWhere a variant has no fused backend:")
     for name, r in about.items():
         if r["why"]:
-            print(f"  {name}: {r['why']}")
-    print("\nEvery variant takes attention.mask=causal|bidirectional and a padding mask; override the backend with "
-          "attention.backend=... (flex trains on CUDA only: forward-only on CPU). rows: what a row of the weights "
-          "sums to (1: a distribution over the allowed keys; at most 1: some mass goes to no token; signed: a "
-          "difference of maps). Every variant hands back its weights from the eager path of the same module.")
+            say(f"{name}: {r['why']}", "  ")
+    print()
+    say("Every variant takes attention.mask=causal|bidirectional and a padding mask; override the backend with "
+        "attention.backend=... (flex trains on CUDA only: forward-only on CPU). rows: what a row of the weights "
+        "sums to (1: a distribution over the allowed keys; at most 1: some mass goes to no token; signed: a "
+        "difference of maps). Every variant hands back its weights from the eager path of the same module.")
     return 0
+
+
+def say(text: str, indent: str = "") -> None:
+    """Printed within 100 columns (a terminal's width)."""
+    import textwrap
+
+    print(textwrap.fill(text, 100, initial_indent=indent, subsequent_indent=indent + "  "))

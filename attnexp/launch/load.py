@@ -33,7 +33,7 @@ from attnexp.model.device import training_on_cpu
 
 @dataclass
 class TopLevel:  # conf/config.yaml's own keys
-    seed: int
+    seed: int | None  # None: an unseeded run, which draws one (recorded in summary.json, so it can be repeated)
     resume: str | None
     test: bool
     threads: int | None
@@ -127,6 +127,10 @@ def load_run(cfg: DictConfig, started: float | None = None) -> Run:
           "task=lm ties to the frozen embedding; use it with task=classify (a classifier on a frozen encoder)")
     top = from_dict(TopLevel, {k: cfg.get(k) for k in ("seed", "resume", "test", "threads")}, "")
     check(top.threads is None or top.threads >= 1, f"threads={top.threads} must be >= 1 (or null: automatic)")
+    if top.seed is None:
+        import secrets
+
+        top.seed = secrets.randbelow(2**31)
     check_resume(top.resume, m, a, t)
     maps = from_dict(MapsConfig, section(cfg, "maps"), "maps")
     maps.validate()

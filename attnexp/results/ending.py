@@ -26,6 +26,20 @@ def _rel(path: str | None, root: Path) -> str:
         return str(path)
 
 
+def test_line(test: dict, best: dict | None) -> str:
+    """The best checkpoint's scores: on the test split (test/*), or on validation where the data has
+    none (best_val/*), said once; and why the rescored monitor differs from the best's value."""
+    on_test = any(k.startswith("test/") for k in test)
+    line = "  test     " + " · ".join(f"{k.split('/', 1)[-1]} {v:.4f}" for k, v in test.items())
+    line += " (the test split)" if on_test else " (no test split: the best checkpoint rescored on validation)"
+    if best and not on_test:
+        again = test.get(f"best_val/{best['monitor'].split('/', 1)[-1]}")
+        if again is not None and abs(again - best["value"]) > 5e-4:
+            line += (f"; {best['monitor']} {again:.4f} here, {best['value']:.4f} when it was chosen: validation was "
+                     f"limited then (trainer.limit_val_batches), whole now")
+    return line
+
+
 def end_of_run(s: dict) -> str:
     """The block a run ends with, from its summary."""
     root = Path(s["run_dir"])
@@ -38,9 +52,10 @@ def end_of_run(s: dict) -> str:
         lines.append(f"  best     {best['monitor']} {best['value']:.4f}" + (f" at epoch {at}" if at is not None else "") +
                      f" ({_rel(best['checkpoint'], root)})")
     test = (s.get("metrics") or {}).get("test") or {}
-    if test:  # best_val/*: the data has no test split, so the best checkpoint was scored on validation
-        label = "test    " if any(k.startswith("test/") for k in test) else "best val"
-        lines.append(f"  {label} " + " · ".join(f"{k} {v:.4f}" for k, v in test.items()))
+    if test:
+        lines.append(test_line(test, best))
+    if s.get("test_skipped"):
+        lines.append(f"  test     not run: {s['test_skipped']}")
     if s.get("train_time_s") is not None:
         tps = f" · {s['tokens_per_s']:,.0f} tokens/s" if s.get("tokens_per_s") else ""
         lines.append(f"  time     {s['train_time_s']:.1f} s training ({s.get('wall_time_s', 0):.1f} s in all) · "

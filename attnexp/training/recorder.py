@@ -243,7 +243,8 @@ class RunRecorder(L.Callback):
                         "history": self.history},
             "steps": trainer.global_step if trainer else 0,
             "epochs": trainer.current_epoch if trainer else 0,
-            "wall_time_s": round(time.perf_counter() - self.t_start, 2),
+            # from the command's start where it is known (data preparation included), else from this recorder's
+            "wall_time_s": round(time.time() - self.started if self.started else time.perf_counter() - self.t_start, 2),
             "train_time_s": round(train_s, 2),
             "train_tokens": tokens,
             "tokens_per_s": round(tokens / train_s, 1) if train_s > 0 else None,

@@ -92,15 +92,17 @@ def test_cli_help_and_commands(tmp_path):
     assert r.returncode == 2 and "unknown command" in r.stderr
 
 
-def test_the_readme_names_every_option_of_every_config_group():
+@pytest.mark.parametrize("page,start,end", [("README.md", "## Config groups", "Mistakes in overrides"),
+                                             ("docs/configuration.md", "| group |", "Top-level keys")])
+def test_the_readme_and_the_docs_name_every_option_of_every_config_group(page, start, end):
     from helpers.runs import REPO, options
 
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("### Config groups"):text.index("Top-level keys")]
+    text = (REPO / page).read_text()
+    section = text[text.index(start):text.index(end)]
     rows = {line.split("|")[1].strip(" `"): line.split("|")[2] for line in section.splitlines() if line.startswith("| `")}
     for group in ("attention", "model", "data", "task", "trainer", "logger", "experiment", "hparams_search", "debug"):
         missing = [o for o in options(group) if f"`{o}`" not in rows[group]]
-        assert not missing, f"README's config-group table lacks {group}: {missing}"
+        assert not missing, f"{page}'s config-group table lacks {group}: {missing}"
 
 
 @pytest.mark.slow
@@ -203,3 +205,21 @@ def test_the_quickstart_notebook_runs_on_a_real_kernel_and_its_maps_are_the_runs
         saved = z["weights"][:, 0].astype(np.float32)  # (L, H, T, T) of the one probe text
     ours = np.load(out / "attention.npy")
     assert ours.shape == saved.shape and np.abs(ours - saved).max() < 2e-3
+
+
+def test_variants_fit_100_columns(capsys):
+    assert main(["variants"]) == 0
+    wide = [x for x in capsys.readouterr().out.splitlines() if len(x) > 100]
+    assert not wide, wide  # before: 23 lines over 100
+
+
+def test_what_lightning_hydra_template_users_type_for_none_and_an_unseeded_run(tmp_path, capsys):
+    """logger=null (Hydra refused a null group choice) and seed=null ("must be an integer" before):
+    an unseeded run draws a seed and records it, so it can be repeated. The run folder is said as
+    training starts, not only at the end."""
+    assert main(["train", "logger=null", "seed=null", "trainer.fast_dev_run=true", "data.n_sentences=100",
+                 f"hydra.run.dir={tmp_path / 'run'}"]) == 0
+    out = capsys.readouterr().out
+    assert out.index(f"attnexp: training in {tmp_path / 'run'}") < out.index("attnexp: run completed")
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert isinstance(s["seed"], int) and not (tmp_path / "run" / "tensorboard").exists()
