@@ -18,6 +18,7 @@ from pathlib import Path
 from attnexp.config import higher_is_better, split_override  # no torch import there either
 from attnexp.results import summary
 from attnexp.results.stats import t_quantile, welch_p
+from attnexp.results.summary import Status
 
 IGNORED = ("seed", "resume")  # settings that do not make a run another experiment
 RUN_METRICS = ("best", "time", "tokens/s", "memory MB")
@@ -70,13 +71,13 @@ def alive(pid: int) -> bool:
 def status_of(s: dict) -> str:
     """The recorded status; a `running` run whose process is gone (same host) was killed outright."""
     status = s.get("status", "?")
-    if status != "running":
+    if status != Status.RUNNING:
         return status
     hist = (s.get("metrics") or {}).get("history") or []
     at = f" (epoch {hist[-1]['epoch']})" if hist else " (before its first epoch)"
     if s.get("host") == socket.gethostname() and isinstance(s.get("pid"), int) and not alive(s["pid"]):
         return "killed" + at
-    return "running" + at
+    return Status.RUNNING.value + at
 
 
 def peak_mb(s: dict) -> float | None:
@@ -138,7 +139,7 @@ def rows_of(summaries: list[tuple[Path, dict]]) -> tuple[list[str], list[dict]]:
         row["time"] = f"{s['train_time_s']:.1f}s" if s.get("train_time_s") is not None else ""
         row["tokens/s"] = f"{s['tokens_per_s']:.0f}" if s.get("tokens_per_s") else ""
         row["params"] = (s.get("model") or {}).get("n_params", "")
-        if s.get("status") not in (None, "completed", "running"):
+        if s.get("status") not in (None, Status.COMPLETED, Status.RUNNING):
             row["error"] = (s.get("error") or "")[:80]
         rows.append(row)
     cols = ["run", *t.varying, "status", "best", *t.test_keys, "epochs", "time", "tokens/s", "params"]
@@ -164,7 +165,7 @@ def group_rows(t: Table) -> tuple[list[str], list[dict]]:
     rows = []
     for st, idx in t.groups():
         runs = [t.runs[i][1] for i in idx]
-        ok = [s for s in runs if s.get("status") == "completed"]
+        ok = [s for s in runs if s.get("status") == Status.COMPLETED]
         statuses = {}
         for s in runs:
             statuses[status_of(s).split(" (")[0]] = statuses.get(status_of(s).split(" (")[0], 0) + 1
@@ -242,7 +243,7 @@ def read(paths: list[Path]) -> list[tuple[Path, dict]]:
             continue
         if s.get("kind") == "eval":  # `attnexp eval`'s record in a run's eval/ folder: not a run of its own
             continue
-        if s.get("status") == "config_error" and not s.get("sweep") and p not in paths:
+        if s.get("status") == Status.CONFIG_ERROR and not s.get("sweep") and p not in paths:
             skipped += 1  # a single run that never started: nothing to compare (a sweep's stay, as its grid's holes)
             continue
         summaries.append((p.resolve(), s))

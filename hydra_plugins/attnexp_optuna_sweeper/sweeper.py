@@ -155,12 +155,14 @@ class OptunaSweeper(Sweeper):
     def tell(study, trials, returns) -> None:
         import optuna
 
+        from attnexp.results.summary import Status
+
         for trial, ret in zip(trials, returns):
             state, value = outcome(ret)
-            if state == "complete":
+            if state == Status.COMPLETED:
                 study.tell(trial, value, skip_if_finished=True)
             else:
-                study.tell(trial, state=optuna.trial.TrialState.PRUNED if state == "pruned" else
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED if state == Status.PRUNED else
                            optuna.trial.TrialState.FAIL, skip_if_finished=True)
 
     def write_results(self, study) -> None:
@@ -262,19 +264,19 @@ class SweepError(ValueError):
     """A sweep that cannot start, said in one line by the command line."""
 
 
-def outcome(ret) -> tuple[str, float | None]:
-    """complete | pruned | failed, and the value, from the job's summary.json (the job's own
-    record, which also says when a run was pruned or diverged)."""
-    from attnexp.results.summary import objective
+def outcome(ret):
+    """The trial's state (Status.COMPLETED, PRUNED or FAILED) and value, from the job's summary.json
+    (the job's own record, which also says when a run was pruned or diverged)."""
+    from attnexp.results.summary import Status, objective
 
     try:
         out = Path(ret.hydra_cfg.hydra.runtime.output_dir)
         s = json.loads((out / "summary.json").read_text())
     except (AttributeError, OSError, ValueError):
-        return "failed", None
+        return Status.FAILED, None
     value = objective(s, OmegaConf.select(ret.cfg, "checkpoint.monitor") if ret.cfg is not None else None)
-    if s.get("status") == "pruned":
-        return "pruned", None
-    if s.get("status") != "completed" or value is None:
-        return "failed", None
-    return "complete", float(value)
+    if s.get("status") == Status.PRUNED:
+        return Status.PRUNED, None
+    if s.get("status") != Status.COMPLETED or value is None:
+        return Status.FAILED, None
+    return Status.COMPLETED, float(value)
