@@ -125,7 +125,8 @@ def test_no_bare_status_string_outside_the_summary_module():
     import re
 
     statuses = ("running", "completed", "interrupted", "diverged", "pruned", "failed", "config_error")
-    bare = re.compile(r"""(==|!=|\bin\b|return|\()\s*\(?["'](%s)["']""" % "|".join(statuses))
+    words = "|".join(statuses)
+    bare = re.compile(r"""(==|!=|\bin\b|return|\()\s*\(?["'](""" + words + r""")["']""")
     found = []
     for path in [*PACKAGE.rglob("*.py"), *(PACKAGE.parent / "hydra_plugins").rglob("*.py")]:
         if path.name == "summary.py" and path.parent.name == "results":
