@@ -209,9 +209,10 @@ def test_the_probe_leaves_a_frozen_encoder_in_eval_mode():
 
 @pytest.mark.slow
 def test_a_gpt2_shaped_run_writes_a_few_hundred_scalar_tags_not_thousands(tmp_path):
-    """(Two steps: fast_dev_run turns the loggers off.) At model=gpt2's shape (12 layers x 12 heads) per-head scalars were ~21 a head: about 3,000
+    """At model=gpt2's shape (12 layers x 12 heads) per-head scalars were ~21 a head: about 3,000
     TensorBoard charts and wandb metrics. By default a run now writes per-layer means and one
-    histogram a statistic; maps.head_scalars=true brings the per-head charts back."""
+    histogram a statistic; maps.head_scalars=true brings the per-head charts back. (Two steps rather
+    than fast_dev_run, which turns the loggers off.)"""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from attnexp.api import train
