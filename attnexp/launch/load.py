@@ -37,6 +37,7 @@ class TopLevel:  # conf/config.yaml's own keys
     resume: str | None
     test: bool
     threads: int | None
+    tags: list[str]
 
 
 def section(cfg: DictConfig, key: str) -> dict:
@@ -125,7 +126,9 @@ def load_run(cfg: DictConfig, started: float | None = None) -> Run:
     o.validate()
     check(not o.freeze_encoder or t.name == "classify", "optim.freeze_encoder=true trains the task head alone, which "
           "task=lm ties to the frozen embedding; use it with task=classify (a classifier on a frozen encoder)")
-    top = from_dict(TopLevel, {k: cfg.get(k) for k in ("seed", "resume", "test", "threads")}, "")
+    top = from_dict(TopLevel, {k: cfg.get(k) for k in ("seed", "resume", "test", "threads")} |
+                    {"tags": [str(t) for t in (OmegaConf.to_container(cfg.tags) if OmegaConf.is_config(cfg.get("tags"))
+                                               else cfg.get("tags") or [])]}, "")
     check(top.threads is None or top.threads >= 1, f"threads={top.threads} must be >= 1 (or null: automatic)")
     if top.seed is None:
         import secrets
@@ -139,4 +142,4 @@ def load_run(cfg: DictConfig, started: float | None = None) -> Run:
     resolved = {k: section(cfg, k) if OmegaConf.is_config(cfg[k]) else cfg[k] for k in cfg if k != "hydra"}
     return Run(a, m, t.resolved(a), o, data, trainer, top.seed, top.resume, top.test, maps, ckpt,
                loggers=section(cfg, "logger"), callbacks=section(cfg, "callbacks"), out_dir=Path(cfg.paths.output_dir),
-               config=resolved, threads=top.threads, job=job_context(started))
+               config=resolved, threads=top.threads, job=job_context(started), tags=top.tags)
