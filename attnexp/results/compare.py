@@ -132,6 +132,7 @@ def rows_of(summaries: list[tuple[Path, dict]]) -> tuple[list[str], list[dict]]:
         row = {"run": t.name(path), **{k: st.get(k, "") for k in t.varying}, "status": status_of(s)}
         row["best"] = f"{best['monitor']}={best['value']:.4f}" if best else ""
         row["_best"] = (best.get("value"), higher_is_better(best.get("monitor", "val/loss"))) if best else None
+        row["_kind"] = measured_as(s)
         for k in t.test_keys:
             v = (m.get("test") or {}).get(k)
             row[k] = f"{v:.4f}" if isinstance(v, (int, float)) else ""
@@ -142,7 +143,12 @@ def rows_of(summaries: list[tuple[Path, dict]]) -> tuple[list[str], list[dict]]:
         if s.get("status") not in (None, Status.COMPLETED, Status.RUNNING):
             row["error"] = (s.get("error") or "")[:80]
         rows.append(row)
-    cols = ["run", *t.varying, "status", "best", *t.test_keys, "epochs", "time", "tokens/s", "params"]
+    kinds = {r["_kind"] for r in rows}
+    if len(kinds) > 1:  # runs whose numbers mean different things are ranked apart, each group said
+        for r in rows:
+            r["ranked with"] = r["_kind"]
+    cols = ["run", *t.varying, "status", *(["ranked with"] if len(kinds) > 1 else []), "best", *t.test_keys, "epochs",
+            "time", "tokens/s", "params"]
     if any("error" in r for r in rows):
         cols.append("error")
     return cols, rows
@@ -199,7 +205,19 @@ def group_rows(t: Table) -> tuple[list[str], list[dict]]:
     return cols, rows
 
 
+def measured_as(s: dict) -> str:
+    """What a run's best value is a measure of: its monitor and its task (a next-token loss and a
+    masked-token loss, or a loss and an accuracy, do not rank against each other)."""
+    task = s.get("task") or {}
+    monitor = ((s.get("metrics") or {}).get("best") or {}).get("monitor") or "-"
+    return " · ".join(str(x) for x in (monitor, task.get("name"), task.get("objective")) if x)
+
+
 def sort_rows(rows: list[dict], key: str) -> list[dict]:
+    """Rows by `key`, best first; runs measured differently (`measured_as`) are ranked within their
+    own kind, the kinds in first-seen order."""
+    order = {k: i for i, k in enumerate(dict.fromkeys(r.get("_kind", "") for r in rows))}
+
     def value(r):
         if key == "best":
             b = r["_best"]
@@ -213,7 +231,7 @@ def sort_rows(rows: list[dict], key: str) -> list[dict]:
         return (0, -v if higher else v)
 
     keyed = [(value(r), i, r) for i, r in enumerate(rows)]
-    present = sorted((k for k in keyed if k[0] is not None), key=lambda k: (k[0], k[1]))
+    present = sorted((k for k in keyed if k[0] is not None), key=lambda k: (order[k[2].get("_kind", "")], k[0], k[1]))
     return [r for _, _, r in present] + [r for v, _, r in keyed if v is None]  # runs without it last
 
 
