@@ -7,12 +7,13 @@ from pathlib import Path
 
 from attnexp.results.compare import CompareError, markdown, newest_sweep, read, tables, write_csv
 
-USAGE = """usage: python -m attnexp compare [DIR ...] [sort=KEY] [csv=PATH] [md=PATH] [report=PATH.html]
+USAGE = """usage: python -m attnexp compare [DIR ...] [sort=KEY] [tag=NAME] [csv=PATH] [md=PATH] [report=PATH.html]
 
   DIR          folders holding runs (a multirun/<date>/<time> sweep, outputs/, one run); every
                summary.json below them is read. Default: the newest sweep under ./multirun.
   sort=KEY     order rows by a column: best (the default, each run's checkpoint.monitor, best
                first), a metric such as test/acc or val/loss, or time, tokens/s, run
+  tag=NAME     only the runs trained with that tag (tags=[NAME,...])
   csv=PATH     also write the table as CSV (md=PATH: as Markdown)
   report=PATH  a self-contained HTML report: the table, curves with seed bands, quality against
                throughput and memory, per-head statistics, links to every run's viewer
@@ -32,7 +33,7 @@ def compare_cli(argv: list[str]) -> int:
     opts, paths = {}, []
     for a in argv:  # a run folder may hold "=" (Hydra's sweep dirs): only these keys are options
         key, eq, val = a.partition("=")
-        if eq and key in ("sort", "csv", "md", "report"):
+        if eq and key in ("sort", "csv", "md", "report", "tag"):
             opts[key] = val
         else:
             paths.append(Path(a))
@@ -41,6 +42,10 @@ def compare_cli(argv: list[str]) -> int:
             paths = [newest_sweep()]
             print(f"attnexp compare: the newest sweep, {paths[0]}", file=sys.stderr)
         summaries = read(paths)
+        if "tag" in opts:  # only the runs labelled tags=[..., NAME, ...]
+            summaries = [(p, s) for p, s in summaries if opts["tag"] in (s.get("tags") or [])]
+            if not summaries:
+                raise CompareError(f"no run under {', '.join(map(str, paths))} has the tag {opts['tag']!r}")
         t, cols, rows, gcols, grows = tables(summaries, opts.get("sort", "best"))
     except CompareError as e:
         print(f"attnexp compare: {e}", file=sys.stderr)

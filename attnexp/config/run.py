@@ -58,4 +58,5 @@ class Run:
     out_dir: Path  # where the run writes (Hydra's job dir in the CLI)
     config: dict[str, Any]  # the whole config, resolved: config_resolved.yaml, the loggers' hyperparameters
     threads: int | None = None  # CPU intra-op threads (None: the job's CPUs, else torch's default)
+    tags: list[str] = field(default_factory=list)  # the run's labels (summary.json, loggers, compare)
     job: JobContext = field(default_factory=JobContext)

@@ -75,6 +75,9 @@ class MapsConfig:
     long: str = "blocks"  # longer sequences: blocks (pool neighbouring tokens, the whole map) | first (crop)
     scale: str = "row"  # colour: row (weight / its row's max) | head (/ the head's max) | log | linear (0..1)
     images_to_logger: bool = True  # PNG grids to TensorBoard / wandb (stats are always logged)
+    # Per-head scalars (attn/L{l}H{h}/<stat>: ~21 a head, ~3,000 charts at GPT-2's 144 heads) are opt-in;
+    # by default each statistic is a per-layer mean scalar and a histogram over every head per epoch
+    head_scalars: bool = False
     animation: bool = True  # maps/evolution_exK.gif at the end of training
     html: bool = True  # maps/viewer.html at the end of training
     bertviz: bool = False  # also bertviz's head_view / model_view pages of the probe set (pip install 'attnexp[hf]')

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import logging
 import time
 import warnings
 from pathlib import Path
@@ -19,6 +20,7 @@ from attnexp.data.configs import not_utf8, utf8_problem
 from attnexp.data.encoder import TextEncoder
 from attnexp.data.tokenizer import get_tokenizer
 
+log = logging.getLogger("attnexp")
 NAMES = ["alt.atheism", "comp.graphics", "comp.os.ms-windows.misc", "comp.sys.ibm.pc.hardware", "comp.sys.mac.hardware",
          "comp.windows.x", "misc.forsale", "rec.autos", "rec.motorcycles", "rec.sport.baseball", "rec.sport.hockey",
          "sci.crypt", "sci.electronics", "sci.med", "sci.space", "soc.religion.christian", "talk.politics.guns",
@@ -176,12 +178,18 @@ class NewsgroupsDataModule(TokenDataModule):
             return
         datasets.disable_progress_bars()
         c, t0 = self.cfg, time.perf_counter()
+        where = c.path if self.resolve_source() == "local" else c.source if c.source != "auto" else self.resolve_source()
+        log.info("data: reading 20 Newsgroups (%s)%s", where, f", removing {', '.join(c.remove)}" if c.remove else "")
         splits = self.prepare_splits()
         key = {"train_fingerprint": splits["train"]._fingerprint, "model": c.tokenizer_model,
                "vocab_size": c.vocab_size, "lowercase": c.lowercase}
+        log.info("data: %s", f"tokenizer {c.tokenizer}" if c.tokenizer else
+                 f"the {c.tokenizer_model} tokenizer for {len(splits['train'])} training posts (trained once, then cached "
+                 f"in {self.cache / 'tokenizers'})")
         tok, trained = get_tokenizer(c.tokenizer, lambda: splits["train"]["text"], self.cache / "tokenizers", key,
                                      c.tokenizer_model, c.vocab_size, c.lowercase, c.max_len)
         t1 = time.perf_counter()
+        log.info("data: tokenizing %d posts", sum(len(v) for v in splits.values()))
 
         def encode(batch):
             return {"input_ids": [e.ids for e in tok.encode_batch(batch["text"])]}

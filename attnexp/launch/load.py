@@ -6,10 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-import torch
 from omegaconf import DictConfig, OmegaConf
 
-from attnexp import attention
 from attnexp.config import (
     AttentionConfig,
     CheckpointConfig,
@@ -27,8 +25,10 @@ from attnexp.config import (
     split_override,
 )
 from attnexp.data.configs import load_data_config
-from attnexp.model import checkpoints
-from attnexp.model.device import training_on_cpu
+
+# torch, the attention registry (torch modules) and the checkpoint reader are imported where they
+# are needed, after the checks that need none of them: a typo or an impossible size is one line in
+# well under a second, not after torch's 2 s import.
 
 
 @dataclass
@@ -37,6 +37,7 @@ class TopLevel:  # conf/config.yaml's own keys
     resume: str | None
     test: bool
     threads: int | None
+    tags: list[str]
 
 
 def section(cfg: DictConfig, key: str) -> dict:
@@ -87,6 +88,9 @@ def model_and_attention(cfg: DictConfig, data, trainer: TrainerConfig):
         if data.tokenizer is None:
             data = replace(data, tokenizer=pretrained.tokenizer_of(source), lowercase=False)  # its own normalizer lowercases
     m.validate()
+    from attnexp import attention
+    from attnexp.model.device import training_on_cpu
+
     a = attention.validate(a, m, training_on_cpu=training_on_cpu(trainer))
     if data.pad_to_multiple_of is None and a.backend == "flex":
         # FlexAttention compiles once per sequence length: rounded batch lengths keep that to a few shapes
@@ -102,11 +106,19 @@ def check_resume(resume: str | None, m: ModelConfig, a: AttentionConfig, t: Task
     for key, path in (("resume", resume), ("model.init", m.init)):
         if path in (None, "auto") or (key == "model.init" and path.startswith("hf:")):
             continue
+        from attnexp.model import checkpoints
+
         ckpt = checkpoints.load(path, key)
         problem = checkpoints.mismatch(ckpt, asdict(m), asdict(a), asdict(t), key, path)
         check(problem is None, problem or "")
         if key == "resume":
             checkpoints.check_resumable(ckpt, key, path)
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def load_run(cfg: DictConfig, started: float | None = None) -> Run:
@@ -116,7 +128,7 @@ def load_run(cfg: DictConfig, started: float | None = None) -> Run:
     o = from_dict(OptimConfig, section(cfg, "optim"), "optim")
     trainer = TrainerConfig.from_raw(section(cfg, "trainer"))
     trainer.validate()
-    check(str(trainer.accelerator) not in ("gpu", "cuda") or torch.cuda.is_available(),
+    check(str(trainer.accelerator) not in ("gpu", "cuda") or cuda_available(),
           f"trainer.accelerator={trainer.accelerator} but no CUDA GPU is visible here; use trainer.accelerator=auto "
           f"(a GPU when there is one) or trainer=cpu")
     data = load_data_config(section(cfg, "data"), t)  # before the model: model.max_len follows data.max_len
@@ -125,7 +137,9 @@ def load_run(cfg: DictConfig, started: float | None = None) -> Run:
     o.validate()
     check(not o.freeze_encoder or t.name == "classify", "optim.freeze_encoder=true trains the task head alone, which "
           "task=lm ties to the frozen embedding; use it with task=classify (a classifier on a frozen encoder)")
-    top = from_dict(TopLevel, {k: cfg.get(k) for k in ("seed", "resume", "test", "threads")}, "")
+    top = from_dict(TopLevel, {k: cfg.get(k) for k in ("seed", "resume", "test", "threads")} |
+                    {"tags": [str(t) for t in (OmegaConf.to_container(cfg.tags) if OmegaConf.is_config(cfg.get("tags"))
+                                               else cfg.get("tags") or [])]}, "")
     check(top.threads is None or top.threads >= 1, f"threads={top.threads} must be >= 1 (or null: automatic)")
     if top.seed is None:
         import secrets
@@ -139,4 +153,4 @@ def load_run(cfg: DictConfig, started: float | None = None) -> Run:
     resolved = {k: section(cfg, k) if OmegaConf.is_config(cfg[k]) else cfg[k] for k in cfg if k != "hydra"}
     return Run(a, m, t.resolved(a), o, data, trainer, top.seed, top.resume, top.test, maps, ckpt,
                loggers=section(cfg, "logger"), callbacks=section(cfg, "callbacks"), out_dir=Path(cfg.paths.output_dir),
-               config=resolved, threads=top.threads, job=job_context(started))
+               config=resolved, threads=top.threads, job=job_context(started), tags=top.tags)

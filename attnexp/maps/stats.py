@@ -108,12 +108,14 @@ def alignment(w: np.ndarray, targets: list[list[tuple[int, int]]]) -> np.ndarray
     return total / max(count, 1)
 
 
-def flat(stats: dict[str, np.ndarray], prefix: str = "attn") -> dict[str, float]:
-    """{'attn/L0H1/entropy': ...} for scalar loggers, plus per-layer means."""
+def flat(stats: dict[str, np.ndarray], prefix: str = "attn", per_head: bool = True) -> dict[str, float]:
+    """{'attn/L0/entropy': ...} (each layer's mean over its heads) for scalar loggers, and with
+    `per_head` {'attn/L0H1/entropy': ...} too: 21 charts a head would be ~3,000 at GPT-2's shape."""
     out = {}
     for name, a in stats.items():
         for layer in range(a.shape[0]):
-            for head in range(a.shape[1]):
-                out[f"{prefix}/L{layer}H{head}/{name}"] = float(a[layer, head])
+            if per_head:
+                for head in range(a.shape[1]):
+                    out[f"{prefix}/L{layer}H{head}/{name}"] = float(a[layer, head])
             out[f"{prefix}/L{layer}/{name}"] = float(a[layer].mean())
     return out

@@ -18,6 +18,7 @@ from pathlib import Path
 from attnexp.config import higher_is_better, split_override  # no torch import there either
 from attnexp.results import summary
 from attnexp.results.stats import t_quantile, welch_p
+from attnexp.results.summary import Status
 
 IGNORED = ("seed", "resume")  # settings that do not make a run another experiment
 RUN_METRICS = ("best", "time", "tokens/s", "memory MB")
@@ -70,13 +71,13 @@ def alive(pid: int) -> bool:
 def status_of(s: dict) -> str:
     """The recorded status; a `running` run whose process is gone (same host) was killed outright."""
     status = s.get("status", "?")
-    if status != "running":
+    if status != Status.RUNNING:
         return status
     hist = (s.get("metrics") or {}).get("history") or []
     at = f" (epoch {hist[-1]['epoch']})" if hist else " (before its first epoch)"
     if s.get("host") == socket.gethostname() and isinstance(s.get("pid"), int) and not alive(s["pid"]):
         return "killed" + at
-    return "running" + at
+    return Status.RUNNING.value + at
 
 
 def peak_mb(s: dict) -> float | None:
@@ -131,6 +132,7 @@ def rows_of(summaries: list[tuple[Path, dict]]) -> tuple[list[str], list[dict]]:
         row = {"run": t.name(path), **{k: st.get(k, "") for k in t.varying}, "status": status_of(s)}
         row["best"] = f"{best['monitor']}={best['value']:.4f}" if best else ""
         row["_best"] = (best.get("value"), higher_is_better(best.get("monitor", "val/loss"))) if best else None
+        row["_kind"] = measured_as(s)
         for k in t.test_keys:
             v = (m.get("test") or {}).get(k)
             row[k] = f"{v:.4f}" if isinstance(v, (int, float)) else ""
@@ -138,10 +140,15 @@ def rows_of(summaries: list[tuple[Path, dict]]) -> tuple[list[str], list[dict]]:
         row["time"] = f"{s['train_time_s']:.1f}s" if s.get("train_time_s") is not None else ""
         row["tokens/s"] = f"{s['tokens_per_s']:.0f}" if s.get("tokens_per_s") else ""
         row["params"] = (s.get("model") or {}).get("n_params", "")
-        if s.get("status") not in (None, "completed", "running"):
+        if s.get("status") not in (None, Status.COMPLETED, Status.RUNNING):
             row["error"] = (s.get("error") or "")[:80]
         rows.append(row)
-    cols = ["run", *t.varying, "status", "best", *t.test_keys, "epochs", "time", "tokens/s", "params"]
+    kinds = {r["_kind"] for r in rows}
+    if len(kinds) > 1:  # runs whose numbers mean different things are ranked apart, each group said
+        for r in rows:
+            r["ranked with"] = r["_kind"]
+    cols = ["run", *t.varying, "status", *(["ranked with"] if len(kinds) > 1 else []), "best", *t.test_keys, "epochs",
+            "time", "tokens/s", "params"]
     if any("error" in r for r in rows):
         cols.append("error")
     return cols, rows
@@ -164,7 +171,7 @@ def group_rows(t: Table) -> tuple[list[str], list[dict]]:
     rows = []
     for st, idx in t.groups():
         runs = [t.runs[i][1] for i in idx]
-        ok = [s for s in runs if s.get("status") == "completed"]
+        ok = [s for s in runs if s.get("status") == Status.COMPLETED]
         statuses = {}
         for s in runs:
             statuses[status_of(s).split(" (")[0]] = statuses.get(status_of(s).split(" (")[0], 0) + 1
@@ -198,7 +205,19 @@ def group_rows(t: Table) -> tuple[list[str], list[dict]]:
     return cols, rows
 
 
+def measured_as(s: dict) -> str:
+    """What a run's best value is a measure of: its monitor and its task (a next-token loss and a
+    masked-token loss, or a loss and an accuracy, do not rank against each other)."""
+    task = s.get("task") or {}
+    monitor = ((s.get("metrics") or {}).get("best") or {}).get("monitor") or "-"
+    return " · ".join(str(x) for x in (monitor, task.get("name"), task.get("objective")) if x)
+
+
 def sort_rows(rows: list[dict], key: str) -> list[dict]:
+    """Rows by `key`, best first; runs measured differently (`measured_as`) are ranked within their
+    own kind, the kinds in first-seen order."""
+    order = {k: i for i, k in enumerate(dict.fromkeys(r.get("_kind", "") for r in rows))}
+
     def value(r):
         if key == "best":
             b = r["_best"]
@@ -212,7 +231,7 @@ def sort_rows(rows: list[dict], key: str) -> list[dict]:
         return (0, -v if higher else v)
 
     keyed = [(value(r), i, r) for i, r in enumerate(rows)]
-    present = sorted((k for k in keyed if k[0] is not None), key=lambda k: (k[0], k[1]))
+    present = sorted((k for k in keyed if k[0] is not None), key=lambda k: (order[k[2].get("_kind", "")], k[0], k[1]))
     return [r for _, _, r in present] + [r for v, _, r in keyed if v is None]  # runs without it last
 
 
@@ -242,7 +261,7 @@ def read(paths: list[Path]) -> list[tuple[Path, dict]]:
             continue
         if s.get("kind") == "eval":  # `attnexp eval`'s record in a run's eval/ folder: not a run of its own
             continue
-        if s.get("status") == "config_error" and not s.get("sweep") and p not in paths:
+        if s.get("status") == Status.CONFIG_ERROR and not s.get("sweep") and p not in paths:
             skipped += 1  # a single run that never started: nothing to compare (a sweep's stay, as its grid's holes)
             continue
         summaries.append((p.resolve(), s))

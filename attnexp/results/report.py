@@ -23,6 +23,7 @@ from attnexp.config import higher_is_better
 from attnexp.maps import snapshot
 from attnexp.maps.stats import LABELS
 from attnexp.results.compare import Table, peak_mb, status_of, value
+from attnexp.results.summary import Status
 
 CSS = """body { font: 14px system-ui, sans-serif; margin: 24px; color: #222; max-width: 1200px; }
 table { border-collapse: collapse; margin: 8px 0 20px; font-size: 13px; } th, td { border: 1px solid #ccc; padding: 3px 7px; }
@@ -202,7 +203,7 @@ def _table(cols: list[str], rows: list[dict], best_mark: bool = False) -> str:
     body = []
     for r in rows:
         cls = ' class="best"' if best_mark and r.get("_is_best") else ""
-        cells = "".join(f"<td{' class=bad' if c == 'status' and str(r.get(c, '')) not in ('completed', '') else ''}>"
+        cells = "".join(f"<td{' class=bad' if c == 'status' and str(r.get(c, '')) not in (Status.COMPLETED, '') else ''}>"
                         f"{html.escape(str(r.get(c, '')))}</td>" for c in cols)
         body.append(f"<tr{cls}>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -234,8 +235,8 @@ def runs_table(t: Table, at: Path) -> str:
                  "epochs": s.get("epochs", ""), "time": f"{s['train_time_s']:.1f}s" if s.get("train_time_s") else "",
                  "tokens/s": f"{s['tokens_per_s']:.0f}" if s.get("tokens_per_s") else "",
                  "memory MB": f"{peak_mb(s):.0f}" if peak_mb(s) else "", "maps": link,
-                 "error": html.escape((s.get("error") or "")[:160]) if s.get("status") != "completed" else ""}
-        bad = s.get("status") != "completed"
+                 "error": html.escape((s.get("error") or "")[:160]) if s.get("status") != Status.COMPLETED else ""}
+        bad = s.get("status") != Status.COMPLETED
         rows.append("<tr>" + "".join(f"<td{' class=bad' if bad and c == 'status' else ''}>{cells[c]}</td>" for c in cols)
                     + "</tr>")
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)

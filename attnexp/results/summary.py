@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from attnexp.config import JobContext, Run
 
-SCHEMA = 5  # 2 added `overrides`; 3: statuses running/diverged/pruned, signal, resumed_from, pid/host, sweep, strict JSON;
-# 4: perf (tokens/s, TFLOP/s, MFU of the last epoch), startup_s, early_stopping; 5: data.identity
+SCHEMA = 6  # 2 added `overrides`; 3: statuses running/diverged/pruned, signal, resumed_from, pid/host, sweep, strict JSON;
+# 4: perf (tokens/s, TFLOP/s, MFU of the last epoch), startup_s, early_stopping; 5: data.identity; 6: tags
 NAME = "summary.json"
 
 
@@ -96,6 +96,7 @@ def static_record(run: Run, n_params: int, data: dict) -> dict:
         "data": data,
         "task": task_record(run.task),
         "seed": run.seed,
+        "tags": list(run.tags),
         "pid": os.getpid(),
         "host": socket.gethostname(),
     }

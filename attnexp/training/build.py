@@ -250,11 +250,18 @@ def shows_bar(run: Run) -> bool:
 def loggers(run: Run) -> list:
     """The configured loggers, a sweep's fields added, each holding the whole config (TensorBoard's
     hparams.yaml, wandb's run config)."""
-    built = [instantiate(sweep_fields(spec, run.job.sweep_dir, run.job.swept, run.job.overrides))
+    built = [instantiate(with_tags(sweep_fields(spec, run.job.sweep_dir, run.job.swept, run.job.overrides), run.tags))
              for spec in run.loggers.values()]
     for lg in built:
         lg.log_hyperparams(run.config)
     return built
+
+
+def with_tags(spec: dict, tags: list[str]) -> dict:
+    """wandb's run tags gain the run's `tags=[...]` (TensorBoard gets them in its hparams record)."""
+    if not tags or "Wandb" not in str(spec.get("_target_", "")):
+        return spec
+    return {**spec, "tags": [*(spec.get("tags") or []), *tags]}
 
 
 def trainer(run: Run, callbacks: list, loggers_: list):

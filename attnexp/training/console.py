@@ -18,14 +18,35 @@ def interactive() -> bool:
 
 
 class EpochLines(L.Callback):
-    """One line an epoch (for non-interactive output), e.g.
+    """For non-interactive output: a progress line every 30 s within an epoch (step of total, loss,
+    ms/step, ETA), and one line an epoch, e.g.
     `epoch 2 (3 of 8) · step 252 · train/acc 0.31 · train/loss_epoch 2.27 · val/acc 0.317 · val/loss 2.18 · 1.4 s`.
     Epochs are numbered from 0 everywhere, as Lightning, the checkpoints (best-epoch02.ckpt), the
     summary and the maps number them; "(3 of 8)" is the count. Written when the next epoch starts (or
     training ends): the module logs an epoch's training metrics after the callbacks' on_train_epoch_end."""
 
+    EVERY_S = 30.0  # a progress line within an epoch this often (a slow machine's epoch can take minutes)
+
     def __init__(self):
         self.t0, self.epoch = None, None
+        self.last = None  # (time, step) of the last progress line
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        now = time.perf_counter()
+        if self.last is None:
+            self.last = (now, trainer.global_step)
+            return
+        if now - self.last[0] < self.EVERY_S or not trainer.is_global_zero:
+            return
+        t, step = self.last
+        ms = 1000 * (now - t) / max(1, trainer.global_step - step)
+        total = trainer.estimated_stepping_batches
+        eta = f" · ETA {fmt(ms * (total - trainer.global_step) / 1000)}" if total and total != float("inf") else ""
+        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+        said = f" · loss {float(loss):.4g}" if loss is not None else ""
+        log.info("step %d of %s%s · %.0f ms/step%s", trainer.global_step, total if total != float("inf") else "?", said, ms,
+                 eta)
+        self.last = (now, trainer.global_step)
 
     def _line(self, trainer):
         if self.epoch is None or not trainer.is_global_zero:
@@ -43,6 +64,12 @@ class EpochLines(L.Callback):
 
     def on_train_end(self, trainer, pl_module):
         self._line(trainer)
+
+
+def fmt(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
 
 
 class _BarSafe(logging.Handler):

@@ -188,7 +188,7 @@ def hparams_record(run: Run, result: dict) -> tuple[dict, dict]:
     c = run.config
     params = {"attention": c["attention"], "model": c["model"], "task": result["task"], "optim": c["optim"],
               "data": {k: c["data"].get(k) for k in ("name", "max_len", "batch_size", "kind", "remove")},
-              "trainer": {"max_epochs": run.trainer.max_epochs}, "seed": run.seed}
+              "trainer": {"max_epochs": run.trainer.max_epochs}, "seed": run.seed, "tags": ",".join(run.tags)}
     flat = {}
 
     def walk(d, prefix=""):

@@ -21,6 +21,9 @@ class Adapter:
     def table(self, lg: Logger, key: str, columns: list[str], rows: list[list], step: int) -> None:
         pass
 
+    def histogram(self, lg: Logger, key: str, values, step: int) -> None:
+        pass
+
     def final_hparams(self, lg: Logger, params: dict, metrics: dict, step: int) -> None:
         pass
 
@@ -35,6 +38,9 @@ class TensorBoard(Adapter):
         image = Summary.Image(height=img.height, width=img.width, colorspace=3, encoded_image_string=png)
         lg.experiment.file_writer.add_summary(Summary(value=[Summary.Value(tag=key, image=image)]), step)
 
+    def histogram(self, lg, key, values, step):
+        lg.experiment.add_histogram(key, values, step)
+
     def final_hparams(self, lg, params, metrics, step):
         # TensorBoard's HPARAMS tab: written after Lightning finalized the logger, so flushed now, or
         # the record waits for the writer's 2-minute timer (or is lost when the process ends first)
@@ -48,6 +54,11 @@ class Wandb(Adapter):
 
     def table(self, lg, key, columns, rows, step):
         lg.log_table(key=key, columns=columns, data=rows, step=step)
+
+    def histogram(self, lg, key, values, step):
+        import wandb
+
+        lg.experiment.log({key: wandb.Histogram(values)}, step=step)
 
     def finish(self, lg, completed):
         # A wandb run ends with its job: the next job of a sweep (Hydra's basic launcher runs them in
@@ -67,6 +78,11 @@ def adapter(lg: Logger) -> Adapter:
 def log_image(loggers, key: str, img, png: bytes, step: int) -> None:
     for lg in loggers:
         adapter(lg).image(lg, key, img, png, step)
+
+
+def log_histogram(loggers, key: str, values, step: int) -> None:
+    for lg in loggers:
+        adapter(lg).histogram(lg, key, values, step)
 
 
 def log_table(loggers, key: str, columns: list[str], rows: list[list], step: int) -> None:

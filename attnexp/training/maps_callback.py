@@ -21,7 +21,7 @@ from attnexp.maps.analysis import Analysis, Context, analyse, analysis_from, con
 from attnexp.maps.html import Viewer
 from attnexp.maps.probe import Probe, attention_maps, probe_from
 from attnexp.maps.view import is_signed
-from attnexp.training.loggers import log_image, log_table
+from attnexp.training.loggers import log_histogram, log_image, log_table
 
 log = logging.getLogger("attnexp")
 
@@ -111,7 +111,8 @@ class AttentionMaps(L.Callback):
             if self._start is not None and self._start.shape == w.shape:
                 s["drift"] = stats.drift(w, self._start, self.probe.lengths)
             a = self.analyse(trainer, pl_module, w)
-            scalars = {**stats.flat({**s, **a.scores}), **a.scalars()}
+            per_head = {**s, **a.scores}
+            scalars = {**stats.flat(per_head, per_head=self.cfg.head_scalars), **a.scalars()}
             scores = None
             if self.probe.targets:
                 scores = stats.alignment(w, self.probe.targets)
@@ -122,6 +123,8 @@ class AttentionMaps(L.Callback):
                 scalars.update(stats.flat({"alignment": scores}, prefix="align"))
             for lg in trainer.loggers:  # straight to the loggers: ~50 scalars through self.log cost ~20 ms an epoch
                 lg.log_metrics(scalars, step=logger_step(trainer))
+            for name, values in per_head.items():  # every head's value, one histogram a statistic (cheap: no picture)
+                log_histogram(trainer.loggers, f"heads/{name}", np.asarray(values, dtype=float).ravel(), logger_step(trainer))
             self.save(trainer, w, s, scores, a)
         if self.probe.targets:  # every rank logs it, so checkpoint.monitor=align/best works everywhere
             pl_module.log(ALIGN_BEST, trainer.strategy.broadcast(best, src=0), on_epoch=True)

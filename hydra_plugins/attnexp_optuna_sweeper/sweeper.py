@@ -103,9 +103,15 @@ class OptunaSweeper(Sweeper):
                   optuna.pruners.MedianPruner(n_startup_trials=self.s.n_startup_trials, n_warmup_steps=self.s.n_warmup_steps))
         storage = url
         if url:
+            import inspect
+
+            # the callback's keyword was renamed in Optuna 4.9 (the old one warns, and goes in 6.0)
+            key = ("heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in
+                   inspect.signature(optuna.storages.RDBStorage).parameters else "failed_trial_callback")
             storage = optuna.storages.RDBStorage(
                 url, heartbeat_interval=self.s.heartbeat_interval, grace_period=self.s.grace_period,
-                failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=3))
+                **{key: getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback",
+                                optuna.storages.RetryFailedTrialCallback)(max_retry=3)})
         return optuna.create_study(study_name=self.s.study_name, storage=storage, sampler=sampler, pruner=pruner,
                                    direction=self.direction(), load_if_exists=True)
 
@@ -155,12 +161,17 @@ class OptunaSweeper(Sweeper):
     def tell(study, trials, returns) -> None:
         import optuna
 
+        from attnexp.results.summary import Status
+
         for trial, ret in zip(trials, returns):
+            folder = OmegaConf.select(ret.hydra_cfg, "hydra.runtime.output_dir") if ret.hydra_cfg is not None else None
+            if folder:  # optuna-dashboard shows it beside the trial: the way back to the run's folder
+                trial.set_user_attr("run_dir", str(folder))
             state, value = outcome(ret)
-            if state == "complete":
+            if state == Status.COMPLETED:
                 study.tell(trial, value, skip_if_finished=True)
             else:
-                study.tell(trial, state=optuna.trial.TrialState.PRUNED if state == "pruned" else
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED if state == Status.PRUNED else
                            optuna.trial.TrialState.FAIL, skip_if_finished=True)
 
     def write_results(self, study) -> None:
@@ -219,6 +230,8 @@ def require_optuna():
     # heartbeats, fail_stale_trials and RetryFailedTrialCallback are marked experimental; they are the
     # mechanism Optuna itself uses to tell a dead worker's trials from live ones
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    # the sweeper asks and tells (one trial a Hydra job) and records the heartbeats itself (Heartbeat)
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
     return optuna
 
 
@@ -262,19 +275,19 @@ class SweepError(ValueError):
     """A sweep that cannot start, said in one line by the command line."""
 
 
-def outcome(ret) -> tuple[str, float | None]:
-    """complete | pruned | failed, and the value, from the job's summary.json (the job's own
-    record, which also says when a run was pruned or diverged)."""
-    from attnexp.results.summary import objective
+def outcome(ret):
+    """The trial's state (Status.COMPLETED, PRUNED or FAILED) and value, from the job's summary.json
+    (the job's own record, which also says when a run was pruned or diverged)."""
+    from attnexp.results.summary import Status, objective
 
     try:
         out = Path(ret.hydra_cfg.hydra.runtime.output_dir)
         s = json.loads((out / "summary.json").read_text())
     except (AttributeError, OSError, ValueError):
-        return "failed", None
+        return Status.FAILED, None
     value = objective(s, OmegaConf.select(ret.cfg, "checkpoint.monitor") if ret.cfg is not None else None)
-    if s.get("status") == "pruned":
-        return "pruned", None
-    if s.get("status") != "completed" or value is None:
-        return "failed", None
-    return "complete", float(value)
+    if s.get("status") == Status.PRUNED:
+        return Status.PRUNED, None
+    if s.get("status") != Status.COMPLETED or value is None:
+        return Status.FAILED, None
+    return Status.COMPLETED, float(value)

@@ -223,3 +223,23 @@ def test_what_lightning_hydra_template_users_type_for_none_and_an_unseeded_run(t
     assert out.index(f"attnexp: training in {tmp_path / 'run'}") < out.index("attnexp: run completed")
     s = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert isinstance(s["seed"], int) and not (tmp_path / "run" / "tensorboard").exists()
+
+
+def test_tags_reach_the_summary_the_loggers_and_compare(tmp_path, monkeypatch, capsys):
+    """lightning-hydra-template's tags=[...]: before, "tags is not a config key"."""
+    from helpers import wandb_log
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    common = ["trainer.max_epochs=1", "data.n_sentences=100", "maps.enabled=false", "test=false"]
+    assert main(["train", *common, "tags=[baseline,first]", "logger=wandb", f"hydra.run.dir={tmp_path / 'runs' / 'a'}"]) == 0
+    assert main(["train", *common, "logger=none", f"hydra.run.dir={tmp_path / 'runs' / 'b'}"]) == 0
+    assert json.loads((tmp_path / "runs" / "a" / "summary.json").read_text())["tags"] == ["baseline", "first"]
+    (log,) = (tmp_path / "runs" / "a").rglob("run-*.wandb")
+    assert {"baseline", "first"} <= set(wandb_log.summary(log)["tags"])
+    capsys.readouterr()
+    from attnexp.cli.compare import compare_cli
+
+    assert compare_cli([str(tmp_path / "runs"), "tag=baseline"]) == 0
+    out = capsys.readouterr().out
+    assert "completed" in out and out.count("completed") == 1  # run b has no tag

@@ -102,6 +102,8 @@ def test_optuna_maximizes_accuracy_and_resumes_from_sqlite(tmp_path, monkeypatch
     accs = [json.loads(p.read_text())["metrics"]["best"]["value"] for p in (tmp_path / "multirun").rglob("summary.json")]
     assert sorted(accs) == sorted(values)  # the values told are the runs' own
     assert set(study.best_params) == {"optim.lr", "optim.warmup_steps", "model.dropout", "model.d_model"}
+    # each trial leads back to its run folder (optuna-dashboard shows user attributes)
+    assert all((Path(t.user_attrs["run_dir"]) / "summary.json").is_file() for t in study.trials)
     # the same command with more trials continues the study from its SQLite file
     assert main(["train", *common, "hydra.sweeper.n_trials=4"]) == 0
     assert len(optuna.load_study(study_name="t", storage=f"sqlite:///{tmp_path}/t.db").trials) == 4

@@ -118,3 +118,20 @@ def test_tests_import_no_helpers_from_conftest():
              if any(isinstance(n, (ast.Import, ast.ImportFrom)) and "conftest" in ast.unparse(n)
                     for n in ast.walk(ast.parse(p.read_text())))]
     assert not users, users
+
+
+def test_no_bare_status_string_outside_the_summary_module():
+    """summary.Status is the one owner of the statuses: elsewhere a status is Status.X, never "completed"."""
+    import re
+
+    statuses = ("running", "completed", "interrupted", "diverged", "pruned", "failed", "config_error")
+    words = "|".join(statuses)
+    bare = re.compile(r"""(==|!=|\bin\b|return|\()\s*\(?["'](""" + words + r""")["']""")
+    found = []
+    for path in [*PACKAGE.rglob("*.py"), *(PACKAGE.parent / "hydra_plugins").rglob("*.py")]:
+        if path.name == "summary.py" and path.parent.name == "results":
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if bare.search(line) and not line.lstrip().startswith("#"):
+                found.append(f"{path.name}:{n}: {line.strip()[:80]}")
+    assert not found, found

@@ -39,3 +39,15 @@ def test_every_picture_exists_and_is_made_by_a_listed_command():
 def test_every_docs_page_is_in_the_nav():
     nav = (REPO / "mkdocs.yml").read_text()
     assert [p.name for p in sorted((REPO / "docs").glob("*.md")) if p.name not in nav] == []
+
+
+def test_the_config_group_reference_is_what_the_script_generates_from_conf():
+    """docs/config_groups.md is generated from conf/ (python scripts/docs_config.py), never kept by
+    hand: an option added to conf/ without regenerating it fails here."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_config", REPO / "scripts" / "docs_config.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert (REPO / "docs" / "config_groups.md").read_text() == mod.page(), \
+        "docs/config_groups.md is stale: run python scripts/docs_config.py"

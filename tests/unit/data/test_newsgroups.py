@@ -144,3 +144,19 @@ def test_the_tokenizer_trains_the_same_file_twice_in_fresh_caches(tmp_path):
     enc = tok.encode("unbelievably transcendental")
     assert any(t.startswith("##") for t in enc.tokens) and "[UNK]" not in enc.tokens
     assert tok.decode(enc.ids) == "unbelievably transcendental"
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data/20newsgroups is absent")
+def test_data_preparation_is_announced(tmp_path, caplog):
+    """Before: minutes of silence while 20 Newsgroups was read, a tokenizer trained and posts tokenized."""
+    import logging
+
+    from attnexp.config import TaskConfig
+
+    cfg = NewsgroupsDataConfig(source="local", path=str(DATA), limit=100, vocab_size=500, max_len=64,
+                               cache_dir=str(tmp_path))
+    with caplog.at_level(logging.INFO, logger="attnexp"):
+        NewsgroupsDataModule(cfg, TaskConfig(name="classify"), False).setup()
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("data: ")]
+    assert said[0] == f"data: reading 20 Newsgroups ({DATA})"
+    assert said[1].startswith("data: the wordpiece tokenizer for 90 training posts") and said[2] == "data: tokenizing 200 posts"

@@ -89,15 +89,19 @@ def test_callback_writes_maps_and_logs_them(tmp_path):
     from PIL import Image
 
     assert Image.open(maps / "evolution_ex0.gif").n_frames == 3  # the start snapshot, then 2 epochs
-    ev = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"images": 0, "scalars": 0}).Reload()
+    ev = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"images": 0, "scalars": 0, "histograms": 0}).Reload()
     assert "attention_maps/example0" in ev.Tags()["images"]
     # on the steps of the epochs' validation metrics (Lightning's logging step: one less than global_step)
     assert [e.step for e in ev.Images("attention_maps/example0")] == [e.step for e in ev.Scalars("val/loss")]
     assert [e.step for e in ev.Scalars("val/loss")] == [s["metrics"]["history"][i]["step"] - 1 for i in range(2)]
-    for tag in ("attn/L0H0/entropy", "attn/L1H3/distance", "attn/L0H2/first_token", "attn/L1/head_diversity",
-                "attn/L1H2/drift", "attn/L0H1/prev_token", "attn/L1H0/induction", "attn/L0H3/importance",
+    for tag in ("attn/L0/entropy", "attn/L1/distance", "attn/L0/first_token", "attn/L1/head_diversity",
+                "attn/L1/drift", "attn/L0/prev_token", "attn/L1/induction", "attn/L0/importance",
                 "attn/L1/layer_importance", "attn/heads_90", "attn/induction_best"):
         assert tag in ev.Tags()["scalars"], tag
+    # every head's value per statistic as one histogram an epoch; per-head scalars only when asked
+    assert not [t for t in ev.Tags()["scalars"] if t.startswith("attn/L0H")]
+    assert {"heads/entropy", "heads/importance", "heads/induction"} <= set(ev.Tags()["histograms"])
+    assert len(ev.Histograms("heads/entropy")) == 2
     assert len(ev.Images("head_importance")) == 2 and (maps / "epoch001_importance.png").is_file()
     assert len(ev.Images("head_roles")) == 2 and (maps / "epoch001_roles.png").is_file() and (maps / "start_roles.png").is_file()
     last = np.load(maps / "epoch001.npz", allow_pickle=False)
@@ -201,3 +205,24 @@ def test_the_probe_leaves_a_frozen_encoder_in_eval_mode():
     assert before["head"] and not before["blocks"]
     attention_maps(m.model, Probe([[1, 2, 3]], [["a", "b", "c"]]), pad_id=0)
     assert {n: x.training for n, x in m.model.named_modules()} == before
+
+
+@pytest.mark.slow
+def test_a_gpt2_shaped_run_writes_a_few_hundred_scalar_tags_not_thousands(tmp_path):
+    """At model=gpt2's shape (12 layers x 12 heads) per-head scalars were ~21 a head: about 3,000
+    TensorBoard charts and wandb metrics. By default a run now writes per-layer means and one
+    histogram a statistic; maps.head_scalars=true brings the per-head charts back. (Two steps rather
+    than fast_dev_run, which turns the loggers off.)"""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from attnexp.api import train
+    from helpers.runs import run_of
+
+    s = train(run_of(["model=gpt2", "trainer.max_epochs=1", "trainer.limit_train_batches=2", "trainer.limit_val_batches=1",
+                      "test=false", "data.n_sentences=200", "logger=tensorboard", "data.batch_size=8",
+                      "maps.n_examples=1", "data.max_len=32", "model.max_len=32"], tmp_path))
+    assert s["status"] == "completed"
+    ev = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"scalars": 0, "histograms": 0}).Reload()
+    tags = ev.Tags()["scalars"]
+    assert 50 < len(tags) <= 300, len(tags)
+    assert "attn/L11/entropy" in tags and "heads/entropy" in ev.Tags()["histograms"]

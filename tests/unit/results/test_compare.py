@@ -218,3 +218,14 @@ def test_a_snapshot_whose_weights_disagree_with_its_own_shapes_is_refused(tmp_pa
         snapshot.head_stats(path)
     np.savez(path, weights=np.zeros((2, 1, 4, 3, 3), np.float16), tokens=np.array([["a"] * 3]), stat_entropy=np.ones((2, 4)))
     assert snapshot.head_stats(path)["entropy"].shape == (2, 4)
+
+
+def test_runs_whose_losses_mean_different_things_are_ranked_apart(tmp_path, capsys):
+    """A next-token loss and a masked-token loss were ranked in one list (the masked one, lower,
+    'won'); now each kind is ranked within itself and the table says which each run is ranked with."""
+    for attention in ("causal", "bidirectional"):
+        ov = [f"attention={attention}", *COMMON]
+        train(load_run(compose_cfg(ov, tmp_path / attention)))
+    assert compare_cli([str(tmp_path)]) == 0
+    rows = table(capsys.readouterr().out)
+    assert sorted(r["ranked with"] for r in rows) == ["val/loss · lm · masked", "val/loss · lm · next"]

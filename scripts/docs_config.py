@@ -1,0 +1,76 @@
+#!/usr/bin/env python
+"""docs/config_groups.md from conf/: every option of every config group, with the first comment of
+its yaml (what it is) or else the settings it makes. Generated, never edited by hand;
+tests/unit/test_docs.py checks that the committed page is what this writes.
+
+    python scripts/docs_config.py            # rewrite docs/config_groups.md
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CONF = REPO / "conf"
+OUT = REPO / "docs" / "config_groups.md"
+
+
+def about(path: Path) -> str:
+    """The yaml's first comment sentence (not a @package line), else what it sets."""
+    import yaml
+
+    comments = []
+    for line in path.read_text().splitlines():  # the comment the file opens with
+        if not line.startswith("#"):
+            break
+        if "@package" not in line:
+            comments.append(line.lstrip("# ").strip())
+    if comments:
+        text = " ".join(comments)
+        return text.split(". ")[0].rstrip(".:") + "."
+    node = yaml.safe_load(path.read_text()) or {}
+    flat = []
+
+    def walk(d, prefix=""):
+        for k, v in d.items():
+            if k in ("defaults", "_target_"):
+                continue
+            if isinstance(v, dict):
+                walk(v, f"{prefix}{k}.")
+            else:
+                flat.append(f"`{prefix}{k}={v}`")
+
+    walk(node if isinstance(node, dict) else {})
+    return ", ".join(flat[:6]) + (" ..." if len(flat) > 6 else "") if flat else "its group's defaults"
+
+
+def variant(path: Path) -> str:
+    """An attention option: the variant it selects (the registry's own summary) and what it sets."""
+    import yaml
+
+    from attnexp import attention
+
+    node = yaml.safe_load(path.read_text()) or {}
+    cls = attention.get(str(node.get("name")))
+    sets = ", ".join(f"`{k}={v}`" for k, v in node.items() if k not in ("defaults", "name"))
+    return f"`{cls.name}`: {cls.summary}" + (f" ({sets})" if sets else "")
+
+
+def page() -> str:
+    lines = ["# Every option of every config group", "",
+             "Generated from `conf/` by `python scripts/docs_config.py` (do not edit by hand): each option with",
+             "the first comment of its yaml, or the settings it makes. `python -m attnexp train --help` lists the",
+             "same; `--cfg job` prints a composed config.", ""]
+    for group in sorted(p for p in CONF.rglob("*") if p.is_dir() and any(p.glob("*.yaml"))):
+        name = group.relative_to(CONF).as_posix()
+        lines += [f"## `{name}`", "", "| option | what it is |", "| --- | --- |"]
+        for option in sorted(group.glob("*.yaml")):
+            text = variant(option) if name == "attention" else about(option)
+            lines.append(f"| `{name}={option.stem}` | {text.replace('|', '/')} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    OUT.write_text(page())
+    print(f"wrote {OUT}")
