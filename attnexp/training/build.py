@@ -18,6 +18,7 @@ from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, Mode
 from attnexp.config import ConfigError, Run
 from attnexp.model import checkpoints
 from attnexp.model.device import precision, training_on_cpu
+from attnexp.results.compare import alive
 from attnexp.training.console import EpochLines, bar_safe_logging, interactive
 from attnexp.training.guards import OptunaPruning, StopGuard
 from attnexp.training.loggers import sweep_fields
@@ -113,18 +114,8 @@ def remove_orphans(run_dir: Path) -> None:
     for folder in (run_dir, run_dir / "checkpoints"):
         for p in folder.glob(".*.tmp") if folder.is_dir() else ():
             pid = p.name.rsplit(".", 2)[-2]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not alive(int(pid)):
                 p.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class BestAndLast(ModelCheckpoint):
