@@ -106,13 +106,29 @@ def flex(q, k, v, mask: MaskSpec, *, scale, score_mod=None, dropout_p=0.0, train
         from torch.nn.attention.flex_attention import AuxRequest
 
         aux = AuxRequest(lse=True)
+    dv = v.shape[-1]
+    q, k, v = (_at_least(t, FLEX_MIN_HEAD_DIM) for t in (q, k, v))
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
         out = _flex_fn(q.device.type)(
             q, k, v, score_mod=score_mod, block_mask=mask.block_mask(q.shape[2], q.device),
             scale=scale, enable_gqa=k.shape[1] != q.shape[1], return_aux=aux,
         )
-    return (out[0], out[1].lse) if return_lse else out
+    if return_lse:
+        return out[0][..., :dv], out[1].lse
+    return out[..., :dv]
+
+
+# Compiled FlexAttention (Inductor's kernel) refuses head dims under 16 ("NYI: embedding dimension
+# ... must be at least 16", torch 2.11 on an H100): small models (d_model=64, 8 heads) could not train
+# on it. Zeros appended to q and k leave every score q·k unchanged (the scale is passed explicitly),
+# and zeros appended to v add output columns that are cut off again; done on every device, so the
+# CPU tests run the very path a GPU does.
+FLEX_MIN_HEAD_DIM = 16
+
+
+def _at_least(t: Tensor, d: int) -> Tensor:
+    return t if t.shape[-1] >= d else F.pad(t, (0, d - t.shape[-1]))
 
 
 def attend(q, k, v, mask: MaskSpec, *, backend: str, bias: ScoreBias | None = None, dropout_p: float = 0.0,

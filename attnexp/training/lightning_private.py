@@ -26,3 +26,27 @@ def release_ddp_children(timeout: float = 60) -> None:
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait()
+
+
+def clip_unscaled_fused(trainer, optimizer, clip_val: float, algorithm: str | None) -> bool:
+    """Clip a fused optimizer's gradients where no GradScaler scales them (bf16-mixed); False
+    where Lightning's own clipping should run. Lightning's MixedPrecision plugin refuses to clip
+    for any optimizer that unscales internally (torch's `_step_supports_amp_scaling`: fused AdamW),
+    under bf16 too, where nothing is scaled (Lightning #21435, open): every GPU run with the default
+    trainer.gradient_clip_val=1.0 stopped at its first step. The gradients are plain ones then, so
+    they are clipped as the base Precision plugin clips them."""
+    from lightning.pytorch.plugins.precision import MixedPrecision, Precision
+    from lightning.pytorch.utilities import GradClipAlgorithmType
+
+    plugin = trainer.precision_plugin
+    if not (clip_val and isinstance(plugin, MixedPrecision) and plugin.scaler is None
+            and getattr(optimizer, "_step_supports_amp_scaling", False)):
+        return False
+    Precision.clip_gradients(plugin, optimizer, clip_val, GradClipAlgorithmType(algorithm or "norm"))
+    return True
+
+
+def scales_gradients(trainer) -> bool:
+    """Whether the precision plugin scales the loss (16-mixed's GradScaler): a fused optimizer then
+    unscales inside its step, so Lightning cannot clip its gradients before it."""
+    return getattr(trainer.precision_plugin, "scaler", None) is not None

@@ -16,6 +16,7 @@ from attnexp.config import AttentionConfig, ModelConfig, OptimConfig, TaskConfig
 from attnexp.data.collate import IGNORE
 from attnexp.model import Transformer, lm_loss
 from attnexp.training.stops import Diverged
+from attnexp.training.lightning_private import clip_unscaled_fused, scales_gradients
 
 STAGES = ("train", "val", "test")
 SUMS = ("loss", "acc", "ppl")  # kept as running sums on the device (below); the rest are torchmetrics objects
@@ -174,8 +175,14 @@ class AttnexpModule(L.LightningModule):
         # optim.total_steps if set; else the length of the schedule this run started with (restored
         # by on_load_checkpoint, which runs first), so a resumed run continues the same curve.
         self.schedule_steps = self.ocfg.total_steps or self.schedule_steps or max(1, int(self.trainer.estimated_stepping_batches))
-        opt, sched = adamw_warmup_cosine(self.parameters(), self.ocfg, self.schedule_steps, fused=self.device.type == "cuda")
+        # fused AdamW on a GPU, except where a GradScaler would have to unscale before clipping (16-mixed)
+        fused = self.device.type == "cuda" and not (self.trainer.gradient_clip_val and scales_gradients(self.trainer))
+        opt, sched = adamw_warmup_cosine(self.parameters(), self.ocfg, self.schedule_steps, fused=fused)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
+        if not clip_unscaled_fused(self.trainer, optimizer, gradient_clip_val, gradient_clip_algorithm):
+            super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         train = self._sums.get("train")

@@ -138,16 +138,27 @@ def test_fast_backend_matches_eager(name, backend, mask):
 @pytest.mark.parametrize("name", [n for n, c in attention.registered().items() if "flex" in c.backends])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_flex_gradients_match_eager_on_cuda(name, dtype):
-    eager, fast = (build(name, b, "causal").cuda().to(dtype) for b in ("eager", "flex"))
-    x = torch.randn(B, 128, D, device="cuda", dtype=dtype)
+    """Input gradients of the compiled FlexAttention path against eager. In bf16 the two round
+    differently, so each is held to an fp64 eager run: flex may be off by at most twice what eager
+    itself is off by (FlexAttention's own tests compare against a higher-precision golden likewise;
+    a direct bf16-to-bf16 check failed on 0.4% of elements on an H100 where both were equally near
+    the fp64 answer)."""
+    x = torch.randn(B, 128, D, device="cuda", dtype=torch.float64)
     valid = torch.arange(128, device="cuda")[None] < torch.tensor([128, 90, 40], device="cuda")[:, None]
-    tol = dict(atol=2e-2, rtol=2e-2) if dtype == torch.bfloat16 else dict(atol=1e-4, rtol=1e-4)
-    grads = []
-    for mod in (eager, fast):
-        xi = x.clone().requires_grad_(True)
+
+    def grad(backend, dt):
+        mod = build(name, backend, "causal").cuda().to(dt)
+        xi = x.to(dt).clone().requires_grad_(True)
         (run(mod, xi, "causal", valid)[0][valid].float() ** 2).sum().backward()
-        grads.append(xi.grad.float())
-    torch.testing.assert_close(grads[1], grads[0], **tol)
+        return xi.grad.double()
+
+    if dtype == torch.float32:
+        torch.testing.assert_close(grad("flex", dtype), grad("eager", dtype), atol=1e-4, rtol=1e-4)
+        return
+    gold = grad("eager", torch.float64)
+    err_eager = (grad("eager", dtype) - gold).abs().max().item()
+    err_flex = (grad("flex", dtype) - gold).abs().max().item()
+    assert err_flex <= 2 * err_eager + 1e-3 * gold.abs().max().item(), (err_flex, err_eager)
 
 
 @pytest.mark.parametrize("name,backend", cases())

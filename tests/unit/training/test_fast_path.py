@@ -86,3 +86,31 @@ def test_flex_compiles_once_per_rounded_length(tmp_path):
     assert s["status"] == "completed"
     graphs = counters["stats"]["unique_graphs"]
     assert graphs <= 8, f"{graphs} compiled graphs for one rounded length"
+
+
+def test_fused_adamw_clips_under_bf16_mixed(tmp_path):
+    """A GPU run (fused AdamW, bf16-mixed, the default trainer.gradient_clip_val=1.0) stopped at its
+    first step: Lightning's MixedPrecision refuses to clip for a fused optimizer even where no scaler
+    scales anything (Lightning #21435). The same plugin on the CPU, with the optimizer the GPU gets."""
+    import lightning as L
+
+    from attnexp.data import build_datamodule
+    from attnexp.training.module import AttnexpModule, adamw_warmup_cosine
+
+    class FusedLikeOnGpu(AttnexpModule):
+        def configure_optimizers(self):
+            opt, _ = adamw_warmup_cosine(self.parameters(), self.ocfg, 10, fused=True)
+            opt.register_step_pre_hook(lambda o, *_: norms.append(float(torch.nn.utils.get_total_norm(
+                [p.grad for g in o.param_groups for p in g["params"] if p.grad is not None]))))
+            return opt
+
+    norms = []  # each step's gradient norm as the optimizer sees it: after clipping
+    run = run_of(["model=small", "data.n_sentences=64"])
+    dm = build_datamodule(run.data, run.task, causal=True)
+    dm.setup()
+    module = FusedLikeOnGpu.from_configs(run.model, run.attention, run.task, run.optim, dm.vocab_size, None)
+    trainer = L.Trainer(accelerator="cpu", precision="bf16-mixed", gradient_clip_val=1e-3, max_steps=3, logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, limit_val_batches=0,
+                        default_root_dir=tmp_path)
+    trainer.fit(module, datamodule=dm)
+    assert len(norms) == 3 and max(norms) <= 1e-3 * 1.01  # clipped, as Lightning clips an unfused optimizer's
