@@ -15,8 +15,8 @@ from torchmetrics.classification import MulticlassF1Score
 from attnexp.config import AttentionConfig, ModelConfig, OptimConfig, TaskConfig, stage_metrics
 from attnexp.data.collate import IGNORE
 from attnexp.model import Transformer, lm_loss
-from attnexp.training.stops import Diverged
 from attnexp.training.lightning_private import clip_unscaled_fused, scales_gradients
+from attnexp.training.stops import Diverged
 
 STAGES = ("train", "val", "test")
 SUMS = ("loss", "acc", "ppl")  # kept as running sums on the device (below); the rest are torchmetrics objects

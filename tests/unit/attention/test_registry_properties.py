@@ -138,27 +138,27 @@ def test_fast_backend_matches_eager(name, backend, mask):
 @pytest.mark.parametrize("name", [n for n, c in attention.registered().items() if "flex" in c.backends])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_flex_gradients_match_eager_on_cuda(name, dtype):
-    """Input gradients of the compiled FlexAttention path against eager. In bf16 the two round
+    """Input gradients of the compiled FlexAttention path against eager. The two sum and round
     differently, so each is held to an fp64 eager run: flex may be off by at most twice what eager
-    itself is off by (FlexAttention's own tests compare against a higher-precision golden likewise;
-    a direct bf16-to-bf16 check failed on 0.4% of elements on an H100 where both were equally near
-    the fp64 answer)."""
+    itself is off by, plus a sliver of the largest gradient (FlexAttention's own tests compare
+    against a higher-precision golden likewise; a direct check at a fixed tolerance failed on an H100
+    on 0.4% of elements in bf16 and on 1-4 of 12288 in fp32)."""
     x = torch.randn(B, 128, D, device="cuda", dtype=torch.float64)
     valid = torch.arange(128, device="cuda")[None] < torch.tensor([128, 90, 40], device="cuda")[:, None]
 
     def grad(backend, dt):
         mod = build(name, backend, "causal").cuda().to(dt)
         xi = x.to(dt).clone().requires_grad_(True)
-        (run(mod, xi, "causal", valid)[0][valid].float() ** 2).sum().backward()
+        (run(mod, xi, "causal", valid)[0][valid].double() ** 2).sum().backward()
         return xi.grad.double()
 
-    if dtype == torch.float32:
-        torch.testing.assert_close(grad("flex", dtype), grad("eager", dtype), atol=1e-4, rtol=1e-4)
-        return
     gold = grad("eager", torch.float64)
     err_eager = (grad("eager", dtype) - gold).abs().max().item()
     err_flex = (grad("flex", dtype) - gold).abs().max().item()
-    assert err_flex <= 2 * err_eager + 1e-3 * gold.abs().max().item(), (err_flex, err_eager)
+    scale = gold.abs().max().item()
+    slack = (2e-5 if dtype == torch.float32 else 1e-3) * scale
+    assert err_flex <= 2 * err_eager + slack, (f"flex off by {err_flex:.3g}, eager by {err_eager:.3g}, "
+                                               f"largest gradient {scale:.3g}")
 
 
 @pytest.mark.parametrize("name,backend", cases())
