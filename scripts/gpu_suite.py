@@ -144,7 +144,7 @@ def main() -> None:
                                                          "--experiment=newsgroups_bert", f"--settings={settings}", BASELINE,
                                                          f"--minutes={0.5 if s else args.finetune_minutes}", *ng_path,
                                                          f"model.init=hf:{pretrained}", *extra],
-                                            180 if s else 60 * n_settings * (args.finetune_minutes + 1.5), out / "finetune.log")
+                                            180 if s else 60 * n_settings * (args.finetune_minutes + 2.5), out / "finetune.log")
             write_summary(out, meta)
             continue
         cmd, limit = jobs[name]

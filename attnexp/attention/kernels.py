@@ -87,11 +87,21 @@ def sdpa(q, k, v, mask: MaskSpec, *, scale, bias: Tensor | None = None, dropout_
     return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=drop, scale=scale, enable_gqa=gqa)
 
 
+FLEX_SHAPES = 64
+
+
 @cache
 def _flex_fn(device_type: str):
     from torch.nn.attention.flex_attention import flex_attention
 
     if device_type == "cuda":
+        # One graph per shape (dynamic=False): batch lengths are rounded so there are few, but a run
+        # sees (lengths x batch sizes x train/eval) of them, and past Dynamo's recompile_limit (8)
+        # flex_attention silently runs uncompiled, the dense reference path: 18x slower on an H100
+        # (the kernel grid's flex rows in its first GPU run), with T x T memory. 64 shapes suffice.
+        import torch._dynamo.config as dynamo
+
+        dynamo.recompile_limit = max(dynamo.recompile_limit, FLEX_SHAPES)
         return torch.compile(flex_attention, dynamic=False)
     return flex_attention  # CPU: unfused reference implementation, forward only
 

@@ -49,10 +49,13 @@ class ForgetDecay:
         return -(c[..., :, None] - c[..., None, :]).abs()  # (B, H, T, T)
 
     def score_mod(self):
-        c_BHT = self.c_BHT
+        # two tensors, not one read twice: compiled FlexAttention's backward refuses a score_mod that
+        # indexes one tensor needing gradients twice (Inductor NYI, seen on an H100 with torch 2.11);
+        # the clone's gradient flows back into c, so the sum is the same
+        c_q, c_k = self.c_BHT, self.c_BHT.clone()
 
         def mod(score, b, h, q_idx, kv_idx):
-            return score - (c_BHT[b, h, q_idx] - c_BHT[b, h, kv_idx]).abs()
+            return score - (c_q[b, h, q_idx] - c_k[b, h, kv_idx]).abs()
 
         return mod
 

@@ -114,3 +114,15 @@ def test_fused_adamw_clips_under_bf16_mixed(tmp_path):
                         default_root_dir=tmp_path)
     trainer.fit(module, datamodule=dm)
     assert len(norms) == 3 and max(norms) <= 1e-3 * 1.01  # clipped, as Lightning clips an unfused optimizer's
+
+
+def test_compiled_flex_has_room_for_a_runs_shapes():
+    """Past Dynamo's recompile_limit (8 by default) compiled flex_attention silently ran uncompiled:
+    the kernel grid's flex rows on an H100 were 18x slower than SDPA after the eighth shape. Making
+    the CUDA kernel (no GPU needed to wrap it) raises the limit to a run's worth of shapes."""
+    import torch._dynamo.config as dynamo
+
+    from attnexp.attention.kernels import FLEX_SHAPES, _flex_fn
+
+    _flex_fn("cuda")
+    assert dynamo.recompile_limit >= FLEX_SHAPES >= 32
