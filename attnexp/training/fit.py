@@ -27,7 +27,7 @@ from attnexp.training import build
 from attnexp.training.loggers import finish, log_final_hparams
 from attnexp.training.module import AttnexpModule
 from attnexp.training.recorder import RunRecorder
-from attnexp.training.stops import Interrupted, StopSignals, status_for
+from attnexp.training.stops import Interrupted, StopSignals, lightning_refused, status_for
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ def _train(run: Run, stops: StopSignals, extra_callbacks: Sequence[L.Callback]) 
         recorder.status = Status.COMPLETED
         return finished(recorder, trainer, maps, run)
     except MisconfigurationException as e:  # Lightning found a setting it cannot run (e.g. a limit below one batch)
-        raise ConfigError(f"trainer: {' '.join(str(e).split())}") from None
+        raise ConfigError(lightning_refused(e)) from None
     except BaseException:
         if recorder.status in (Status.INTERRUPTED, Status.DIVERGED, Status.PRUNED):  # an outcome, not a bug
             return finished(recorder, trainer, maps, run)
@@ -156,7 +156,7 @@ def test(run: Run, trainer, module, dm, best, recorder: RunRecorder) -> None:
         results = trainer.test(module, datamodule=dm, ckpt_path=best.best_model_path or None, verbose=False,
                                weights_only=True)
     except MisconfigurationException as e:
-        recorder.extra["test_skipped"] = f"trainer: {' '.join(str(e).split())}"
+        recorder.extra["test_skipped"] = lightning_refused(e)
         log.warning("not tested (training is complete and saved): %s", recorder.extra["test_skipped"])
         return
     recorder.test_metrics = results[0] if results else {}

@@ -21,7 +21,15 @@ from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 from attnexp.model.flops import peak_tflops, train_flops_per_position
 from attnexp.results import summary
 from attnexp.results.summary import Status
-from attnexp.training.stops import Diverged, Interrupted, StopSignals, disk_full, disk_full_message, status_for
+from attnexp.training.stops import (
+    Diverged,
+    Interrupted,
+    StopSignals,
+    disk_full,
+    disk_full_message,
+    lightning_refused,
+    status_for,
+)
 
 
 def device_name(trainer: L.Trainer | None) -> str:
@@ -194,6 +202,8 @@ class RunRecorder(L.Callback):
                 path = self._save(trainer, "interrupted.ckpt")
         elif status in (Status.DIVERGED, Status.PRUNED):
             error = str(exception)
+        elif status == Status.CONFIG_ERROR:
+            error = lightning_refused(exception) or str(exception)
         elif disk_full(exception):  # one more checkpoint would not fit either
             error = disk_full_message(self.out_dir, self.static.get("model", {}).get("n_params"))
         else:

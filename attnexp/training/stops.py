@@ -69,13 +69,22 @@ def disk_full_message(folder: Path | str, n_params: int | None) -> str:
             f"(hydra.run.dir=DIR, hydra.sweep.dir=DIR)")
 
 
+def lightning_refused(exc: BaseException) -> str | None:
+    """Lightning's refusal of a setting it cannot run (a limit below one batch a rank) as a config
+    error's one line, or None. Said the same wherever it is caught: the recorder's on_exception and
+    fit's handler both see it, and on a DDP rank either may write the summary first."""
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+    return f"trainer: {' '.join(str(exc).split())}" if isinstance(exc, MisconfigurationException) else None
+
+
 def status_for(exc: BaseException) -> Status:
     """The status a run that ended with `exc` records."""
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
     if isinstance(exc, (Interrupted, SIGTERMException, KeyboardInterrupt)):
         return Status.INTERRUPTED
-    if isinstance(exc, ConfigError):
+    if isinstance(exc, ConfigError) or lightning_refused(exc):
         return Status.CONFIG_ERROR
     if isinstance(exc, Diverged):
         return Status.DIVERGED

@@ -111,3 +111,18 @@ def test_a_frozen_encoder_trains_the_head_alone(tmp_path):
     assert any(k.startswith("model.head.") for k in start)
     with pytest.raises(ConfigError, match="optim.freeze_encoder=true trains the task head alone"):
         run_of(["task=lm", "optim.freeze_encoder=true"])
+
+
+def test_a_setting_lightning_refuses_is_a_config_error_wherever_it_is_caught():
+    """The recorder's on_exception recorded Lightning's MisconfigurationException as `failed`
+    ("MisconfigurationException: ...") while fit's own handler said `config_error` ("trainer: ..."):
+    on a DDP rank whichever wrote first won, so one sweep test failed in CI and passed here."""
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+    from attnexp.results.summary import Status
+    from attnexp.training.stops import lightning_refused, status_for
+
+    e = MisconfigurationException("You requested to check 0.5 of the `val_dataloader`\n but 0.5 * 1 < 1.")
+    assert status_for(e) == Status.CONFIG_ERROR
+    assert lightning_refused(e) == "trainer: You requested to check 0.5 of the `val_dataloader` but 0.5 * 1 < 1."
+    assert lightning_refused(RuntimeError("x")) is None and status_for(RuntimeError("x")) == Status.FAILED
