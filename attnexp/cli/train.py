@@ -194,7 +194,7 @@ def one_job(out: Path):
     try:
         yield
     finally:
-        from attnexp.training.lightning_private import release_ddp_children
+        from attnexp.compat.lightning import release_ddp_children
 
         release_ddp_children()
         sys.argv = argv

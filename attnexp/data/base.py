@@ -10,6 +10,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from attnexp.compat.lightning import fit_position
 from attnexp.config import TaskConfig
 from attnexp.data.collate import Collator
 
@@ -173,7 +174,7 @@ class TokenDataModule(L.LightningDataModule):
         t = self.trainer
         if t is None or not t.training:
             return None
-        return t.fit_loop.epoch_progress.current.processed, t.fit_loop.epoch_loop.batch_progress.current.ready
+        return fit_position(t)
 
     def train_dataloader(self):
         # trainer.overfit_batches (debug=overfit): the same batches every epoch

@@ -15,6 +15,7 @@ from hydra.utils import instantiate
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint
 
+from attnexp.compat.lightning import on_last_batch
 from attnexp.config import ConfigError, Run
 from attnexp.model import checkpoints
 from attnexp.model.device import precision, training_on_cpu
@@ -185,7 +186,7 @@ class StepCheckpoint(ModelCheckpoint):
     checkpoint on disk resumes into the uninterrupted run."""
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        if not trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
+        if not on_last_batch(trainer):
             super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
 
     def load_state_dict(self, state_dict: dict) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import lightning as L
 import torch
 
+from attnexp.compat.lightning import on_last_batch, request_stop
 from attnexp.config import TrialRef
 from attnexp.training.stops import Diverged, Pruned, StopSignals
 
@@ -35,7 +36,7 @@ class StopGuard(L.Callback):
     def _release(self, trainer):
         if self.stops.pending:
             self.stops.pending = False
-            trainer._signal_connector.received_sigterm = True
+            request_stop(trainer)
 
     def on_validation_end(self, trainer, pl_module):
         if not trainer.sanity_checking:
@@ -45,7 +46,7 @@ class StopGuard(L.Callback):
         self._release(trainer)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        if not trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:  # else: after the epoch's validation
+        if not on_last_batch(trainer):  # else: after the epoch's validation
             self._release(trainer)
         if self.ckpt_dir is not None:
             self._watch(trainer, outputs)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
 
+from attnexp.compat.lightning import wandb_started
+
 
 class Adapter:
     """What one kind of logger does with what attnexp logs beyond scalars (default: nothing)."""
@@ -63,7 +65,7 @@ class Wandb(Adapter):
     def finish(self, lg, completed):
         # A wandb run ends with its job: the next job of a sweep (Hydra's basic launcher runs them in
         # one process) gets a run of its own; a run that did not complete is marked failed.
-        if lg._experiment is not None:
+        if wandb_started(lg):
             lg.experiment.finish(exit_code=0 if completed else 1)
 
 

@@ -15,6 +15,7 @@ import numpy as np
 from lightning.pytorch.utilities import rank_zero_only
 from PIL import Image
 
+from attnexp.compat.lightning import steps_logged
 from attnexp.config import ALIGN_BEST, MapsConfig
 from attnexp.maps import render, snapshot, stats
 from attnexp.maps.analysis import Analysis, Context, analyse, analysis_from, context_of
@@ -195,7 +196,7 @@ class AttentionMaps(L.Callback):
 def logger_step(trainer) -> int:
     """The step Lightning writes this validation's metrics at (one less than global_step at the
     end of an epoch), so the maps land on the same step as val/loss in TensorBoard and wandb."""
-    return trainer.fit_loop.epoch_loop._batches_that_stepped
+    return steps_logged(trainer)
 
 
 def log_stats_table(trainer, s: dict, step: int, roles: np.ndarray | None = None) -> None:

@@ -12,10 +12,10 @@ from torch import nn
 from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassF1Score
 
+from attnexp.compat.lightning import clip_unscaled_fused, scales_gradients
 from attnexp.config import AttentionConfig, ModelConfig, OptimConfig, TaskConfig, stage_metrics
 from attnexp.data.collate import IGNORE
 from attnexp.model import Transformer, lm_loss
-from attnexp.training.lightning_private import clip_unscaled_fused, scales_gradients
 from attnexp.training.stops import Diverged
 
 STAGES = ("train", "val", "test")

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 
+from attnexp.compat.lightning import steps_logged
 from attnexp.model.flops import peak_tflops, train_flops_per_position
 from attnexp.results import summary
 from attnexp.results.summary import Status
@@ -167,7 +168,7 @@ class RunRecorder(L.Callback):
         self.extra["perf"] = perf
         values = {f"perf/{k}": v for k, v in perf.items() if k in ("tokens_per_s", "tflops", "mfu") and v is not None}
         for lg in trainer.loggers:
-            lg.log_metrics(values, step=trainer.fit_loop.epoch_loop._batches_that_stepped)
+            lg.log_metrics(values, step=steps_logged(trainer))
 
     def on_validation_end(self, trainer, pl_module):
         # not on_validation_epoch_end: callbacks run before the module's hook, which logs the epoch's metrics

@@ -11,6 +11,7 @@ import signal
 import threading
 from pathlib import Path
 
+from attnexp.compat.lightning import on_last_batch, request_stop
 from attnexp.config import ConfigError
 from attnexp.results.summary import Status
 
@@ -130,11 +131,11 @@ class StopSignals:
         self.received = self.received or _NAMES[signum]
         t = self.trainer
         if first and t is not None:
-            last = t.training and t.fit_loop.epoch_loop.batch_progress.is_last_batch
+            last = t.training and on_last_batch(t)
             if t.validating or t.sanity_checking or last:  # a validation pass is running or next: stop once it is
-                t._signal_connector.received_sigterm = False  # over (Lightning's own handler, which ran first on
+                request_stop(t, False)  # over (Lightning's own handler, which ran first on
                 self.pending = True  # SIGTERM, would cut it short)
             else:
-                t._signal_connector.received_sigterm = True  # Lightning raises SIGTERMException after this step
+                request_stop(t)  # Lightning raises SIGTERMException after this step
             return
         raise Interrupted(self.received)

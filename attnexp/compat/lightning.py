@@ -1,5 +1,5 @@
 """Where attnexp reaches into Lightning's private parts: each use is a function here, and
-tests/unit/training/test_lightning_private.py fails loudly when the installed Lightning changes
+tests/unit/test_lightning_private.py fails loudly when the installed Lightning changes
 what it relies on."""
 
 from __future__ import annotations
@@ -50,3 +50,30 @@ def scales_gradients(trainer) -> bool:
     """Whether the precision plugin scales the loss (16-mixed's GradScaler): a fused optimizer then
     unscales inside its step, so Lightning cannot clip its gradients before it."""
     return getattr(trainer.precision_plugin, "scaler", None) is not None
+
+
+def request_stop(trainer, stop: bool = True) -> None:
+    """Ask the fit loop to stop after the current step as on SIGTERM (stop=True; Lightning then raises
+    SIGTERMException), or take back Lightning's own such request (stop=False)."""
+    trainer._signal_connector.received_sigterm = stop
+
+
+def on_last_batch(trainer) -> bool:
+    """Whether the training batch just run is the epoch's last (its validation comes next)."""
+    return trainer.fit_loop.epoch_loop.batch_progress.is_last_batch
+
+
+def steps_logged(trainer) -> int:
+    """The step Lightning writes metrics at (one less than global_step at the end of an epoch)."""
+    return trainer.fit_loop.epoch_loop._batches_that_stepped
+
+
+def fit_position(trainer) -> tuple[int, int]:
+    """(epochs done, batches of the current epoch already trained on): the second is nonzero only in a
+    run resumed mid-epoch, where Lightning restores its progress and expects the rest of the epoch."""
+    return trainer.fit_loop.epoch_progress.current.processed, trainer.fit_loop.epoch_loop.batch_progress.current.ready
+
+
+def wandb_started(logger) -> bool:
+    """Whether a WandbLogger has started its run (reading `.experiment` would start one)."""
+    return logger._experiment is not None

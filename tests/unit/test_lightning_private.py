@@ -1,4 +1,4 @@
-"""What attnexp/training/lightning_private.py relies on in the installed Lightning: if an upgrade
+"""What attnexp/compat/lightning.py relies on in the installed Lightning: if an upgrade
 changes it, this fails, naming the attribute, before a sweep does."""
 
 from __future__ import annotations
@@ -21,3 +21,18 @@ def test_mixed_precision_is_what_clip_unscaled_fused_expects():
     assert MixedPrecision("bf16-mixed", "cpu").scaler is None, "MixedPrecision.scaler is gone or set for bf16"
     assert "_optimizer_handles_unscaling" in inspect.getsource(MixedPrecision.clip_gradients)
     assert "clip_val" in inspect.signature(Precision.clip_gradients).parameters
+
+
+def test_the_loop_and_logger_parts_the_adapter_reads_are_there(tmp_path):
+    import lightning as L
+    from lightning.pytorch.loggers import WandbLogger
+
+    from attnexp.compat import lightning as lp
+
+    t = L.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, default_root_dir=tmp_path)
+    assert lp.on_last_batch(t) is False and lp.steps_logged(t) == 0 and lp.fit_position(t) == (0, 0)
+    lp.request_stop(t)
+    assert t._signal_connector.received_sigterm is True
+    lp.request_stop(t, False)
+    assert t._signal_connector.received_sigterm is False
+    assert lp.wandb_started(WandbLogger(offline=True, save_dir=str(tmp_path))) is False
