@@ -3,7 +3,7 @@
 Every variant has the same call, `forward(x_BTD, mask: MaskSpec, need_weights=False) ->
 (y_BTD, weights_BHTT | None)`, and class attributes that say what it supports. A new variant is
 one file under `attnexp/attention/variants/` that registers its class with `@register`; the
-property tests in tests/test_attention.py cover it at once.
+property tests in tests/unit/attention/test_registry_properties.py cover it at once.
 """
 
 from attnexp.attention.base import Attention

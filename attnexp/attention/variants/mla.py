@@ -13,7 +13,7 @@ Queries optionally through a latent of their own (attention.q_rank; 0 = a direct
 Each latent is RMS-normalised before its up-projections, as the paper adds ("additional RMS Norm
 layers after the compressed latent vectors", §3.1.2) and DeepSeek's released code does
 (DeepSeek-V3 inference/model.py: `MLA.kv_norm`, and `MLA.q_norm` when the query is compressed;
-eps 1e-6, a learned scale starting at 1). tests/test_reference_implementations.py checks this
+eps 1e-6, a learned scale starting at 1). tests/unit/attention/test_reference_implementations.py checks this
 layer against a transcription of that code at equal weights.
 
 RoPE cannot act on k^C (it would block absorbing W_UK into the query at inference), so a

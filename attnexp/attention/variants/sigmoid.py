@@ -9,7 +9,7 @@ authors fix it once from the training context length (FlashSigmoid's configs: si
 row of a full-length sequence sums to about 1 like a softmax's (their best practice; without the
 bias the output norm grows with n). It is never taken from the batch: a bias from the sequence's
 own length would make position i depend on how many tokens follow it, a leak of the future under
-a causal mask (tests/test_prefix_invariance.py).
+a causal mask (tests/unit/attention/test_prefix_invariance.py).
 
 Every weight is in (0, 1) on its own: a row is not normalised and may sum above or below 1.
 Masked keys get exactly 0. No fused kernel here computes it (their FlashSigmoid is a custom CUDA

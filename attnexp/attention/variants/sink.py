@@ -12,7 +12,7 @@ sink_h = -inf it is plain softmax attention.
 The sink logits start at 0 (exp(0) = 1: at first the sink weighs as much as one key with score 0).
 gpt-oss's released weights are loaded, not initialised, and its Hugging Face port draws fresh
 ones from N(0, 0.02²); both start a head near "one extra key", so we keep a deterministic 0.
-tests/test_reference_implementations.py checks this layer against a transcription of gpt-oss's
+tests/unit/attention/test_reference_implementations.py checks this layer against a transcription of gpt-oss's
 `sdpa` with sinks.
 
 Backends: eager appends the sink as an extra score column; sdpa appends it as an extra key whose
