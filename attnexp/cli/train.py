@@ -26,8 +26,8 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
     """Exit codes: cli/exits.py. A single run's code is its own; a sweep's is 0 when every job
     completed, else 1. A stop signal ends either with the signal's code and a line saying how to
     resume."""
+    from attnexp.launch.command_line import precheck
     from attnexp.launch.compose import register_schemas
-    from attnexp.launch.overrides import precheck
 
     register_schemas()
     argv = [NULL_GROUPS.get(a, a) for a in argv]

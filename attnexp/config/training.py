@@ -12,6 +12,14 @@ from attnexp.config.checks import check, from_dict, one_of
 from attnexp.config.metrics import higher_is_better
 from attnexp.config.model import AttentionConfig
 
+# maps.scale and maps.long: the allowed values, said once (the renderers in maps/ read them here)
+MAP_SCALES = {
+    "row": "weight / its row's largest",
+    "head": "weight / the head's largest",
+    "log": "log10 weight, 1e-4 to 1",
+    "linear": "weight, 0 to 1",
+}
+MAP_LONG = ("blocks", "first")
 
 @dataclass
 class TaskConfig:
@@ -94,8 +102,8 @@ class MapsConfig:
         check(self.n_examples >= 1, f"maps.n_examples={self.n_examples} must be >= 1")
         check(self.max_tokens >= 2, f"maps.max_tokens={self.max_tokens} must be >= 2")
         check(self.viewer_tokens >= 2, f"maps.viewer_tokens={self.viewer_tokens} must be >= 2")
-        one_of(self.long, ("blocks", "first"), "maps.long")
-        one_of(self.scale, ("row", "head", "log", "linear"), "maps.scale")
+        one_of(self.long, MAP_LONG, "maps.long")
+        one_of(self.scale, tuple(MAP_SCALES), "maps.scale")
         check(self.importance_examples >= 1, f"maps.importance_examples={self.importance_examples} must be >= 1")
         for key, on, module, extra in (("flow", self.flow, "scipy", "explain"), ("bertviz", self.bertviz, "bertviz", "hf")):
             check(not on or importlib.util.find_spec(module) is not None,

@@ -44,7 +44,7 @@ def share(n_parallel: int | None) -> int:
 def parallel_jobs(overrides: list[str]) -> int | None:
     """How many jobs a launcher that runs them side by side on this machine (submitit_local) starts
     at once: the sweep's jobs, or the Optuna sweeper's n_jobs. None for one at a time."""
-    from attnexp.launch.overrides import compose_checked, sweep_jobs
+    from attnexp.launch.command_line import compose_checked, sweep_jobs
 
     try:
         jobs = sweep_jobs(overrides)

@@ -9,13 +9,7 @@ import math
 
 import numpy as np
 
-SCALES = {
-    "row": "weight / its row's largest",
-    "head": "weight / the head's largest",
-    "log": "log10 weight, 1e-4 to 1",
-    "linear": "weight, 0 to 1",
-}
-LONG = ("blocks", "first")
+from attnexp.config.training import MAP_SCALES as SCALES
 
 
 def rows_note(w_TT_rows: np.ndarray) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from attnexp.config import higher_is_better, split_override  # no torch import there either
 from attnexp.results import summary
-from attnexp.results.stats import t_quantile, welch_p
+from attnexp.results.significance import t_quantile, welch_p
 from attnexp.results.summary import Status
 
 IGNORED = ("seed", "resume")  # settings that do not make a run another experiment

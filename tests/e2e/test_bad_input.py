@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from attnexp.api import train
 from attnexp.config import ConfigError
-from attnexp.launch.overrides import precheck
+from attnexp.launch.command_line import precheck
 from helpers.runs import run_of
 
 NG = ["experiment=newsgroups", "logger=none"]

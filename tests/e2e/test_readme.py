@@ -41,7 +41,7 @@ def test_every_command_of_the_tour_works_as_written(tmp_path, capsys):
     import shlex
 
     from attnexp.cli import main
-    from attnexp.launch.overrides import precheck
+    from attnexp.launch.command_line import precheck
 
     commands = tour_commands()
     assert len(commands) >= 15

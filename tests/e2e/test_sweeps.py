@@ -157,7 +157,7 @@ def test_the_wandb_sweep_definition_drives_the_cli():
     assert spec["command"][:4] == ["${env}", "python", "-m", "attnexp"] and "${args_no_hyphens}" in spec["command"]
     assert spec["metric"]["name"] == "val/loss" and spec["metric"]["goal"] == "minimize"
     # the overrides an agent would pass are valid attnexp overrides
-    from attnexp.launch.overrides import precheck
+    from attnexp.launch.command_line import precheck
 
     params = {k: (v["values"][0] if "values" in v else v.get("min")) for k, v in spec["parameters"].items()}
     assert precheck([f"{k}={v}" for k, v in params.items()] + ["trainer.max_epochs=1"], multirun=False) is None
@@ -305,7 +305,7 @@ def test_two_launches_on_one_optuna_study_both_finish_and_lose_nothing(tmp_path)
 def test_an_optuna_sweep_that_cannot_start_is_one_line(tmp_path, monkeypatch):
     """Before: without Optuna, a 13-line Hydra traceback; a truncated or non-SQLite study file, a
     traceback from SQLAlchemy once the sweep had started."""
-    from attnexp.launch.overrides import precheck
+    from attnexp.launch.command_line import precheck
 
     monkeypatch.chdir(tmp_path)
     bad = tmp_path / "text.db"
@@ -330,7 +330,7 @@ def test_an_optuna_sweep_that_cannot_start_is_one_line(tmp_path, monkeypatch):
 def test_glob_sweeps_and_ddp_spawn_are_checked_before_anything_runs():
     """Before: any glob() failed with "config error: ConfigLoader is not set"; ddp_spawn trained and
     recorded a `completed` run of 0 epochs."""
-    from attnexp.launch.overrides import precheck, sweep_jobs
+    from attnexp.launch.command_line import precheck, sweep_jobs
 
     jobs = sweep_jobs(["experiment=glob(*,exclude=newsgroups*)", "seed=0,1"])
     assert len(jobs) == 2 * len([p for p in (REPO / "conf" / "experiment").glob("*.yaml")

@@ -110,7 +110,7 @@ def test_p_values_and_intervals_need_no_scipy(monkeypatch):
 
     from scipy import stats as scipy_stats
 
-    from attnexp.results import stats
+    from attnexp.results import significance as stats
 
     a, b = [2.0, 2.1, 2.2], [2.05, 2.3, 2.25, 2.4]
     want_p = scipy_stats.ttest_ind(a, b, equal_var=False).pvalue
