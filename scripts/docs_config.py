@@ -50,8 +50,14 @@ def variant(path: Path) -> str:
 
     from attnexp import attention
 
+    from attnexp.config import AttentionConfig
+
     node = yaml.safe_load(path.read_text()) or {}
     cls = attention.get(str(node.get("name")))
+    if path.stem in ("causal", "bidirectional"):  # they read as masks, but each picks a variant and a mask
+        mask = node.get("mask", AttentionConfig.mask)
+        return f"`{cls.name}` with `mask={mask}`: a preset, not a mask for any variant (`attention={{name}}` " \
+               f"`attention.mask={mask}` gives another variant that mask); {cls.summary}"
     sets = ", ".join(f"`{k}={v}`" for k, v in node.items() if k not in ("defaults", "name"))
     return f"`{cls.name}`: {cls.summary}" + (f" ({sets})" if sets else "")
 
