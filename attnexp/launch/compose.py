@@ -23,6 +23,11 @@ def register_schemas() -> None:
     from attnexp.config import AttentionConfig, CheckpointConfig, MapsConfig, ModelConfig, OptimConfig, TaskConfig
     from attnexp.data.configs import SCHEMAS
 
+    from omegaconf import OmegaConf
+
+    # run folders say what ran: <time>_<experiment, or data-task>_<attention> (conf/config.yaml's hydra.run.dir)
+    OmegaConf.register_new_resolver("attnexp_or", lambda first, other: other if first in (None, "", "None") else first,
+                                    replace=True)
     cs = ConfigStore.instance()
     for name, node in [("attention", AttentionConfig), ("model", ModelConfig), ("task", TaskConfig),
                        ("optim", OptimConfig), ("maps", MapsConfig), ("checkpoint", CheckpointConfig)]:

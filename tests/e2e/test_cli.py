@@ -198,6 +198,16 @@ def test_the_callbacks_group_is_lightning_hydra_templates_spelling_of_attnexps_s
         assert said in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_run_folders_say_what_ran(tmp_path, monkeypatch):
+    """Six tour commands gave six HH-MM-SS_causal folders: now <time>_<experiment, or data-task>_<attention>."""
+    monkeypatch.chdir(tmp_path)
+    fast = ["trainer.fast_dev_run=true", "logger=none", "maps.enabled=false"]
+    for given in ([], ["experiment=copy"], ["attention=alibi", "task=classify"]):
+        assert main(["train", *given, *fast]) == 0
+    names = sorted(p.name.split("_", 1)[1] for p in (tmp_path / "outputs").glob("*/*"))
+    assert names == ["copy_causal", "toy-classify_alibi", "toy-lm_causal"], names
+
+
 @pytest.mark.slow
 def test_the_quickstart_notebook_runs_on_a_real_kernel_and_its_maps_are_the_runs(tmp_path):
     """examples/quickstart.ipynb, executed top to bottom by nbclient on a real ipykernel: train, load,
