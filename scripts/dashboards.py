@@ -50,20 +50,37 @@ def get(url: str, timeout: float = 10) -> bytes:
         return r.read()
 
 
+def tool(name: str) -> str:
+    return shutil.which(name) or str(Path(sys.executable).with_name(name))
+
+
 @contextmanager
 def tensorboard(logdir: Path):
     """A TensorBoard server over `logdir` on 127.0.0.1; yields its URL; stopped by PID on the way out."""
-    exe = shutil.which("tensorboard") or str(Path(sys.executable).with_name("tensorboard"))
     port = free_port()
-    proc = subprocess.Popen([exe, f"--logdir={logdir}", "--host=127.0.0.1", f"--port={port}", "--reload_interval=1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
+    with server([tool("tensorboard"), f"--logdir={logdir}", "--host=127.0.0.1", f"--port={port}", "--reload_interval=1"],
+                f"http://127.0.0.1:{port}", "/data/logdir") as url:
+        yield url
+
+
+@contextmanager
+def optuna_dashboard(storage: str):
+    """optuna-dashboard over an Optuna storage on 127.0.0.1; yields its URL; stopped by PID."""
+    port = free_port()
+    with server([tool("optuna-dashboard"), storage, "--host=127.0.0.1", f"--port={port}"], f"http://127.0.0.1:{port}",
+                "/api/studies") as url:
+        yield url
+
+
+@contextmanager
+def server(cmd: list[str], url: str, ready_path: str):
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         for _ in range(120):
             if proc.poll() is not None:
-                raise SystemExit(f"dashboards.py: tensorboard exited ({proc.returncode}): {proc.stderr.read()[-2000:]}")
+                raise SystemExit(f"dashboards.py: {Path(cmd[0]).name} exited ({proc.returncode}): {proc.stderr.read()[-2000:]}")
             try:
-                get(f"{url}/data/logdir", timeout=2)
+                get(url + ready_path, timeout=2)
                 break
             except OSError:
                 time.sleep(0.5)
@@ -124,6 +141,29 @@ def screenshot(url: str, path: Path) -> None:
                        capture_output=True, timeout=180, check=True)
 
 
+SWEEP = ["hparams_search=optuna", "hydra.sweeper.n_trials=3", "trainer.max_epochs=2", "data.n_sentences=400",
+         "logger=none", "maps.enabled=false", "trainer.enable_progress_bar=false"]
+
+
+def optuna_study(folder: Path) -> str:
+    """A 3-trial Optuna sweep of the default run into a SQLite study: its storage URL."""
+    storage = f"sqlite:///{folder / 'study.db'}"
+    subprocess.run([sys.executable, "-m", "attnexp", "train", "-m", *SWEEP, f"hydra.sweeper.storage={storage}",
+                    f"hydra.sweep.dir={folder / 'sweep'}"], cwd=REPO, check=True)
+    return storage
+
+
+def check_optuna(url: str) -> dict:
+    """What optuna-dashboard's API says of the study: its trials, their values, parameters and run folders."""
+    studies = json.loads(get(f"{url}/api/studies"))["study_summaries"]
+    study = json.loads(get(f"{url}/api/studies/{studies[0]['study_id']}?after=0"))
+    trials = study["trials"]
+    return {"study": studies[0]["study_name"], "study_id": studies[0]["study_id"], "n_trials": len(trials),
+            "states": sorted({t["state"] for t in trials}), "values": [t.get("values") for t in trials],
+            "params": sorted({p["name"] for t in trials for p in t["params"]}),
+            "run_dirs": [next((a["value"] for a in t["user_attrs"] if a["key"] == "run_dir"), None) for t in trials]}
+
+
 def train_run(folder: Path) -> Path:
     subprocess.run([sys.executable, "-m", "attnexp", "train", *RUN, f"hydra.run.dir={folder}"], cwd=REPO, check=True)
     return folder
@@ -133,10 +173,32 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--run", help="a finished attnexp run with the TensorBoard logger (default: train one)")
     ap.add_argument("--out", default=str(REPO / "scripts" / "results" / "images"), help="where the screenshots go")
+    ap.add_argument("--parts", default="tensorboard,optuna", help="comma list of: tensorboard, optuna")
     args = ap.parse_args()
-    run = Path(args.run) if args.run else train_run(Path(tempfile.mkdtemp(prefix="attnexp-dash-")) / "run")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    parts = args.parts.split(",")
+    if "optuna" in parts:
+        opt_dashboard(out)
+    if "tensorboard" in parts:
+        tensorboard_part(args, out)
+
+
+def opt_dashboard(out: Path) -> None:
+    storage = optuna_study(Path(tempfile.mkdtemp(prefix="attnexp-optuna-")))
+    with optuna_dashboard(storage) as url:
+        found = check_optuna(url)
+        screenshot(f"{url}/dashboard/studies/{found['study_id']}", out / "optuna_dashboard.png")
+    print(json.dumps({"storage": storage, **found, "screenshot": str(out / "optuna_dashboard.png")}, indent=2))
+    bad = [f"{found['n_trials']} trials, not 3"] if found["n_trials"] != 3 else []
+    bad += ["a trial without its run folder (user attribute run_dir)"] if not all(found["run_dirs"]) else []
+    bad += ["a trial without a value"] if not all(found["values"]) else []
+    if bad:
+        raise SystemExit("dashboards.py: optuna-dashboard does not show " + "; ".join(bad))
+
+
+def tensorboard_part(args, out: Path) -> None:
+    run = Path(args.run) if args.run else train_run(Path(tempfile.mkdtemp(prefix="attnexp-dash-")) / "run")
     with tensorboard(run) as url:
         found = check(url)
         for tab, fragment in TABS.items():
