@@ -159,6 +159,7 @@ def check_optuna(url: str) -> dict:
     study = json.loads(get(f"{url}/api/studies/{studies[0]['study_id']}?after=0"))
     trials = study["trials"]
     return {"study": studies[0]["study_name"], "study_id": studies[0]["study_id"], "n_trials": len(trials),
+            "metric_names": study.get("objective_names"),
             "states": sorted({t["state"] for t in trials}), "values": [t.get("values") for t in trials],
             "params": sorted({p["name"] for t in trials for p in t["params"]}),
             "run_dirs": [next((a["value"] for a in t["user_attrs"] if a["key"] == "run_dir"), None) for t in trials]}

@@ -48,6 +48,7 @@ def test_optuna_dashboard_shows_a_studys_trials_and_their_run_folders(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     found = json.loads(r.stdout[r.stdout.rindex("\n{") + 1:])
     assert found["n_trials"] == 3 and found["states"] == ["Complete"] and all(found["values"])
+    assert found["metric_names"] == ["val/loss"]  # the dashboard names the objective, not "Objective 0"
     assert {"optim.lr", "model.dropout"} <= set(found["params"])
     assert all(Path(d, "summary.json").is_file() for d in found["run_dirs"])  # each trial leads back to its run
     png = tmp_path / "optuna_dashboard.png"
