@@ -104,6 +104,7 @@ def run_row(run: Path) -> dict:
     align = (s.get("attention_maps") or {}).get("alignment")
     return {"variant": s["attention"]["name"], "seed": s["seed"], "status": s["status"],
             "acc": test.get("test/acc", test.get("best_val/acc", s["metrics"]["final"].get("val/acc"))),
+            "acc_split": "test" if "test/acc" in test else "val",  # synthetic tasks had no test split before
             "steps_to_99": reach[0] if reach else None, "alignment": align["best"] if align else None,
             "tokens_per_s": s.get("tokens_per_s"), "params": s["model"]["n_params"],
             **best_head_stats(run, align), "run": str(run)}
@@ -115,7 +116,8 @@ def mean(xs):
 
 
 def aggregate(rows: list[dict]) -> dict:
-    return {"acc": mean(r["acc"] for r in rows), "acc_sd": statistics.stdev([r["acc"] for r in rows]) if len(rows) > 1 else 0.0,
+    return {"acc_split": "/".join(sorted({r["acc_split"] for r in rows})),
+            "acc": mean(r["acc"] for r in rows), "acc_sd": statistics.stdev([r["acc"] for r in rows]) if len(rows) > 1 else 0.0,
             "reached_99": sum(r["steps_to_99"] is not None for r in rows), "n": len(rows),
             "steps_to_99": mean(r["steps_to_99"] for r in rows), "alignment": mean(r["alignment"] for r in rows),
             "entropy": mean(r.get("entropy") for r in rows), "first_token": mean(r.get("first_token") for r in rows),
@@ -133,7 +135,9 @@ def markdown(table: dict, tasks: list[str], variants: list[str]) -> str:
     lines = []
     for task in tasks:
         causal = task != "toy_agreement"
-        lines += [f"\n**{task}**\n",
+        split = "/".join(sorted({a["acc_split"] for a in table[task].values()}))
+        chosen = ", the split the checkpoint was chosen on" if split == "val" else ""
+        lines += [f"\n**{task}** (acc on the {split} split{chosen})\n",
                   "| variant | acc (sd) | steps to 99% (runs) | alignment | entropy | first-token mass | heads for 90% | "
                   + ("induction score (best head = best-aligned) | " if causal else "") + "tokens/s | params |",
                   "| --- " * (9 if causal else 8) + "|"]
@@ -165,7 +169,9 @@ def accuracy_figure(table: dict, tasks: list[str], variants: list[str], path: Pa
             if np.isfinite(acc[i, j]):
                 ax.text(j, i, f"{acc[i, j]:.2f}", ha="center", va="center", fontsize=8,
                         color="black" if acc[i, j] > 0.6 * np.nanmax(acc) else "white")
-    fig.colorbar(im, ax=ax, label="test accuracy (mean over seeds)")
+    splits = {a["acc_split"] for t in tasks for a in table[t].values()}
+    fig.colorbar(im, ax=ax, label="test accuracy (mean over seeds)" if splits == {"test"} else
+                 "accuracy: test split, val where a task has none (mean over seeds)")
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

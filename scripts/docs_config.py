@@ -49,7 +49,6 @@ def variant(path: Path) -> str:
     import yaml
 
     from attnexp import attention
-
     from attnexp.config import AttentionConfig
 
     node = yaml.safe_load(path.read_text()) or {}

@@ -9,9 +9,10 @@ from attnexp.config.hub import hub_offline
 from attnexp.config.metrics import ALIGN_BEST, higher_is_better, monitored_metrics, stage_metrics
 from attnexp.config.model import LIMITS, MAX_LEN, AttentionConfig, ModelConfig
 from attnexp.config.overrides import split_override
-from attnexp.config.run import JobContext, Run, TrialRef
+from attnexp.config.run import ExtrasConfig, JobContext, Run, TrialRef
 from attnexp.config.training import CheckpointConfig, MapsConfig, OptimConfig, TaskConfig, TrainerConfig
 
 __all__ = ["ConfigError", "check", "from_dict", "one_of", "hub_offline", "ALIGN_BEST", "higher_is_better",
            "monitored_metrics", "stage_metrics", "LIMITS", "MAX_LEN", "AttentionConfig", "ModelConfig", "split_override",
-           "JobContext", "Run", "TrialRef", "CheckpointConfig", "MapsConfig", "OptimConfig", "TaskConfig", "TrainerConfig"]
+           "ExtrasConfig", "JobContext", "Run", "TrialRef",
+           "CheckpointConfig", "MapsConfig", "OptimConfig", "TaskConfig", "TrainerConfig"]

@@ -41,6 +41,14 @@ class JobContext:
 
 
 @dataclass
+class ExtrasConfig:
+    """lightning-hydra-template's `extras`: what a run does around its training."""
+
+    print_config: bool = False  # the composed config as YAML on the console as the run starts (config_resolved.yaml always)
+    ignore_warnings: bool = True  # drop Lightning's warnings and adverts that do not apply (training/build.py lists them)
+
+
+@dataclass
 class Run:
     attention: AttentionConfig  # the variant's defaults filled in
     model: ModelConfig
@@ -59,4 +67,5 @@ class Run:
     config: dict[str, Any]  # the whole config, resolved: config_resolved.yaml, the loggers' hyperparameters
     threads: int | None = None  # CPU intra-op threads (None: the job's CPUs, else torch's default)
     tags: list[str] = field(default_factory=list)  # the run's labels (summary.json, loggers, compare)
+    extras: ExtrasConfig = field(default_factory=ExtrasConfig)
     job: JobContext = field(default_factory=JobContext)

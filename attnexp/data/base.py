@@ -109,6 +109,7 @@ class Items(Dataset):
 
 
 BATCHING = ("batch_size", "num_workers", "bucket", "pad_to_multiple_of")  # how examples are batched, not which
+HELD_OUT = ("n_test",)  # the test split's size: no training example changes with it, so a resume is not refused
 # Where the data was read from: recorded, but compared through what was read (the split sizes and
 # the tokenizer's hash), so a copy of the same files elsewhere still resumes.
 LOCATION = ("source", "path", "hub_name", "corpus", "tokenizer", "cache_dir")
@@ -121,7 +122,8 @@ def identity_mismatch(saved: dict | None, now: dict) -> str | None:
     diff = [f"data.{k}={v!r} (this run: {now['settings'].get(k)!r})"
             for k, v in (saved.get("settings") or {}).items() if now["settings"].get(k) != v]
     diff += [f"data.{k} (this run's data has it)" for k in now["settings"] if k not in (saved.get("settings") or {})]
-    if saved.get("splits") != now["splits"]:
+    if {k: n for k, n in (saved.get("splits") or {}).items() if k != "test"} != \
+            {k: n for k, n in now["splits"].items() if k != "test"}:
         diff.append(f"split sizes {saved.get('splits')} (this run: {now['splits']})")
     if saved.get("tokenizer_sha256") != now["tokenizer_sha256"]:
         diff.append("another tokenizer (ids mean other tokens)")
@@ -201,7 +203,7 @@ class TokenDataModule(L.LightningDataModule):
         they are batched), where they were read from, the split sizes and a hash of the tokenizer."""
         d = asdict(self.cfg)
         encoder = json.dumps(self.encoder.state(), sort_keys=True) if getattr(self, "encoder", None) else ""
-        return {"settings": {k: v for k, v in d.items() if k not in BATCHING + LOCATION},
+        return {"settings": {k: v for k, v in d.items() if k not in BATCHING + LOCATION + HELD_OUT},
                 "location": {k: d[k] for k in LOCATION if k in d},
                 "splits": {k: len(v) for k, v in sorted(self.splits.items())},
                 "tokenizer_sha256": hashlib.sha256(encoder.encode()).hexdigest()[:16]}

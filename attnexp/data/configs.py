@@ -143,6 +143,7 @@ class SyntheticDataConfig:
     min_length: int | None = None
     n_train: int = 6000
     n_val: int = 500
+    n_test: int = 500  # a held-out test split, drawn apart from train and val (0: none; the best is rescored on val)
     seed: int = 0
     max_len: int = 64
     batch_size: int = 64
@@ -163,6 +164,7 @@ class SyntheticDataConfig:
         check(self.min_length is None or 2 <= self.min_length <= self.length,
               f"data.min_length={self.min_length} must be in [2, data.length={self.length}] (or null)")
         check(self.n_train > 0 and self.n_val > 0, "data.n_train and data.n_val must be positive")
+        check(self.n_test >= 0, f"data.n_test={self.n_test} must be >= 0 (0: no test split)")
         if self.kind in ("recall", "induction"):
             check(self.length <= self.n_symbols, f"data.kind={self.kind} draws {self.length} distinct symbols: "
                                                  f"raise data.n_symbols={self.n_symbols} or lower data.length")

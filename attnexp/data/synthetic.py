@@ -72,7 +72,10 @@ class SyntheticDataModule(TokenDataModule):
         if self.splits:
             return
         c = self.cfg
-        for split, n, seed in (("train", c.n_train, c.seed), ("val", c.n_val, c.seed + 1)):
+        # three streams of one seed: the test split is held out from the checkpoint chosen on val
+        for split, n, seed in (("train", c.n_train, c.seed), ("val", c.n_val, c.seed + 1), ("test", c.n_test, c.seed + 2)):
+            if n == 0:
+                continue
             rng = random.Random(seed)
             lengths = [c.length if c.min_length is None else rng.randint(c.min_length, c.length) for _ in range(n)]
             self.splits[split] = [{**example(c.kind, k, c.n_symbols, rng, self.causal), "idx": i} for i, k in enumerate(lengths)]

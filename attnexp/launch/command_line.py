@@ -55,6 +55,13 @@ EQUIVALENTS = {
     "lr": "optim.lr", "learning_rate": "optim.lr", "weight_decay": "optim.weight_decay", "batch_size": "data.batch_size",
     "model.scheduler": "optim.warmup_steps / optim.min_lr_ratio (warmup + cosine)", "max_iters": "trainer.max_steps",
     "n_layer": "model.n_layers", "n_head": "model.n_heads", "n_embd": "model.d_model", "block_size": "data.max_len",
+    # lightning-hydra-template's callbacks group: attnexp's checkpoint settings, not callbacks of their own
+    "callbacks.model_checkpoint.monitor": "checkpoint.monitor", "callbacks.model_checkpoint.mode": "checkpoint.mode",
+    "callbacks.model_checkpoint.every_n_train_steps": "checkpoint.every_n_steps",
+    "callbacks.early_stopping.patience": "checkpoint.patience",
+    "callbacks.early_stopping.monitor": "checkpoint.monitor (early stopping watches the checkpoint's metric)",
+    "callbacks.early_stopping.mode": "checkpoint.mode", "callbacks.model_summary.max_depth": "trainer.enable_model_summary=true",
+    "callbacks.rich_progress_bar": "trainer.enable_progress_bar",
 }
 
 

@@ -19,10 +19,14 @@ def register_schemas() -> None:
     """Put the typed schemas in Hydra's ConfigStore; conf/ files inherit them (`/x_schema@_here_`,
     `optim_schema@optim`), so every key exists on every option and a wrong type fails at compose time."""
     from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
 
     from attnexp.config import AttentionConfig, CheckpointConfig, MapsConfig, ModelConfig, OptimConfig, TaskConfig
     from attnexp.data.configs import SCHEMAS
 
+    # run folders say what ran: <time>_<experiment, or data-task>_<attention> (conf/config.yaml's hydra.run.dir)
+    OmegaConf.register_new_resolver("attnexp_or", lambda first, other: other if first in (None, "", "None") else first,
+                                    replace=True)
     cs = ConfigStore.instance()
     for name, node in [("attention", AttentionConfig), ("model", ModelConfig), ("task", TaskConfig),
                        ("optim", OptimConfig), ("maps", MapsConfig), ("checkpoint", CheckpointConfig)]:

@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from attnexp.config import (
     AttentionConfig,
     CheckpointConfig,
+    ExtrasConfig,
     JobContext,
     MapsConfig,
     ModelConfig,
@@ -150,7 +151,8 @@ def load_run(cfg: DictConfig, started: float | None = None) -> Run:
     maps.validate()
     ckpt = from_dict(CheckpointConfig, section(cfg, "checkpoint"), "checkpoint")
     ckpt = ckpt.resolved(monitored_metrics(t.name, data.aligned(t), maps.enabled))
+    extras = from_dict(ExtrasConfig, section(cfg, "extras"), "extras")
     resolved = {k: section(cfg, k) if OmegaConf.is_config(cfg[k]) else cfg[k] for k in cfg if k != "hydra"}
     return Run(a, m, t.resolved(a), o, data, trainer, top.seed, top.resume, top.test, maps, ckpt,
                loggers=section(cfg, "logger"), callbacks=section(cfg, "callbacks"), out_dir=Path(cfg.paths.output_dir),
-               config=resolved, threads=top.threads, job=job_context(started), tags=top.tags)
+               config=resolved, threads=top.threads, job=job_context(started), tags=top.tags, extras=extras)

@@ -31,7 +31,23 @@ class _DropAdverts(logging.Filter):
         return "litlogger" not in record.getMessage()
 
 
-def quiet_lightning() -> None:
+def quiet_lightning(ignore_warnings: bool = True) -> None:
+    """Lightning's console for attnexp's runs: its warnings and adverts that do not apply dropped
+    (unless extras.ignore_warnings=false), its log lines printed once and around the progress bar."""
+    if ignore_warnings:
+        _drop_warnings()
+    bar_safe_logging()
+    # Under Hydra the root logger already prints (and writes the job's .log): Lightning's own
+    # console handlers would print every line twice.
+    if logging.getLogger().handlers:
+        for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
+            lg = logging.getLogger(name)
+            for h in list(lg.handlers):
+                lg.removeHandler(h)
+            lg.propagate = True
+
+
+def _drop_warnings() -> None:
     # num_workers=0 is a deliberate default for in-memory token lists; the hint is noise here.
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
@@ -46,15 +62,6 @@ def quiet_lightning() -> None:
     # on any machine with SLURM's tools installed, whether or not this process runs under SLURM
     warnings.filterwarnings("ignore", message=".*The `srun` command is available on your system but is not used.*")
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropAdverts())
-    bar_safe_logging()
-    # Under Hydra the root logger already prints (and writes the job's .log): Lightning's own
-    # console handlers would print every line twice.
-    if logging.getLogger().handlers:
-        for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
-            lg = logging.getLogger(name)
-            for h in list(lg.handlers):
-                lg.removeHandler(h)
-            lg.propagate = True
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

@@ -7,6 +7,7 @@ that is no longer a number; no checkpoint of it), `pruned`, `failed` (an excepti
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import asdict
 
@@ -73,7 +74,9 @@ def prepare(run: Run):
     """Seed, threads, the data set up, the module built (pretrained weights loaded, a resumed run's
     checkpoint checked against it): (datamodule, module, resume path)."""
     (run.out_dir / "config_resolved.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(run.config)))
-    build.quiet_lightning()
+    build.quiet_lightning(run.extras.ignore_warnings)
+    if run.extras.print_config and os.environ.get("LOCAL_RANK", "0") == "0":
+        print(OmegaConf.to_yaml(OmegaConf.create(run.config)), end="", flush=True)
     L.seed_everything(run.seed, workers=True, verbose=False)
     torch.set_float32_matmul_precision("high")
     if build.thread_count(run):

@@ -112,8 +112,11 @@ class OptunaSweeper(Sweeper):
                 url, heartbeat_interval=self.s.heartbeat_interval, grace_period=self.s.grace_period,
                 **{key: getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback",
                                 optuna.storages.RetryFailedTrialCallback)(max_retry=3)})
-        return optuna.create_study(study_name=self.s.study_name, storage=storage, sampler=sampler, pruner=pruner,
-                                   direction=self.direction(), load_if_exists=True)
+        study = optuna.create_study(study_name=self.s.study_name, storage=storage, sampler=sampler, pruner=pruner,
+                                    direction=self.direction(), load_if_exists=True)
+        if not study.metric_names:  # optuna-dashboard and study.trials_dataframe() then say "val/loss", not "Objective 0"
+            study.set_metric_names([OmegaConf.select(self.config, "checkpoint.monitor") or "val/loss"])
+        return study
 
     def left(self, study) -> int:
         """Trials still to run: n_trials in all, counting the storage's finished trials and those

@@ -181,6 +181,33 @@ def test_what_other_tools_call_a_setting_names_attnexps(capsys):
         assert said in capsys.readouterr().err
 
 
+def test_the_callbacks_group_is_lightning_hydra_templates_spelling_of_attnexps_settings(capsys):
+    """`callbacks=default` failed with "Input cfg is not an OmegaConf config object (str)": callbacks
+    was a plain key. It is a group now (default, none: attnexp's own callbacks, which checkpoint.* and
+    maps.* set); LHT's callback settings name attnexp's, and a callback of one's own is still added by
+    +callbacks.NAME._target_."""
+    from attnexp.api import compose, load_run
+
+    for choice in ("default", "none"):
+        run = load_run(compose([f"callbacks={choice}", "+callbacks.lr._target_=lightning.pytorch.callbacks.LearningRateMonitor"]))
+        assert list(run.callbacks) == ["lr"]
+    for given, said in (("callbacks.early_stopping.patience=3", "attnexp's is checkpoint.patience"),
+                        ("callbacks.model_checkpoint.monitor=val/acc", "attnexp's is checkpoint.monitor")):
+        assert main(["train", given]) == 2
+        err = capsys.readouterr().err
+        assert said in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_run_folders_say_what_ran(tmp_path, monkeypatch):
+    """Six tour commands gave six HH-MM-SS_causal folders: now <time>_<experiment, or data-task>_<attention>."""
+    monkeypatch.chdir(tmp_path)
+    fast = ["trainer.fast_dev_run=true", "logger=none", "maps.enabled=false"]
+    for given in ([], ["experiment=copy"], ["attention=alibi", "task=classify"]):
+        assert main(["train", *given, *fast]) == 0
+    names = sorted(p.name.split("_", 1)[1] for p in (tmp_path / "outputs").glob("*/*"))
+    assert names == ["copy_causal", "toy-classify_alibi", "toy-lm_causal"], names
+
+
 @pytest.mark.slow
 def test_the_quickstart_notebook_runs_on_a_real_kernel_and_its_maps_are_the_runs(tmp_path):
     """examples/quickstart.ipynb, executed top to bottom by nbclient on a real ipykernel: train, load,

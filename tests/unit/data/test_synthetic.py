@@ -72,3 +72,25 @@ def test_varied_lengths_move_the_answers_source_so_no_fixed_offset_solves_induct
     for it in dm.splits["train"][:50]:
         for q, k in it["align"]:
             assert it["labels"][q] == it["input_ids"][k] == it["input_ids"][q + 1]
+
+
+def test_synthetic_tasks_have_a_held_out_test_split_that_the_run_is_scored_on(tmp_path):
+    """The atlas's "test accuracy" on copy/reverse/sort/recall/induction was the validation split,
+    whose best checkpoint was chosen on that same split (the numbers issue, item 6): a test split
+    drawn from its own stream now scores the chosen checkpoint once."""
+    from attnexp.data import build_datamodule
+    from attnexp.data.base import identity_mismatch
+
+    run = load_run(compose_cfg(["data=synthetic", "data.n_train=200", "data.n_val=50", "data.n_test=60"]))
+    dm = build_datamodule(run.data, run.task, causal=True)
+    dm.setup()
+    assert {k: len(v) for k, v in dm.splits.items()} == {"train": 200, "val": 50, "test": 60}
+    val = {tuple(e["input_ids"]) for e in dm.splits["val"]}
+    assert sum(tuple(e["input_ids"]) in val for e in dm.splits["test"]) <= 1  # another stream, not val again
+    # a checkpoint from before the test split existed still resumes: no training example changed
+    before = {**dm.identity(), "splits": {"train": 200, "val": 50}}
+    assert identity_mismatch(before, dm.identity()) is None
+
+    s = train(load_run(compose_cfg(["data=synthetic", "data.n_train=200", "data.n_val=50", "data.n_test=60",
+                                    "trainer.max_epochs=1", "logger=none", "maps.enabled=false"], tmp_path)))
+    assert set(s["metrics"]["test"]) >= {"test/acc", "test/loss"} and not any("best_val" in k for k in s["metrics"]["test"])

@@ -110,3 +110,22 @@ def test_a_log_that_is_not_a_terminal_gets_progress_lines_within_an_epoch(tmp_pa
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
     assert len(lines) >= s["steps"] - 2, lines
     assert re.fullmatch(r"step \d+ of \d+ · loss [\d.]+ · \d+ ms/step · ETA \d+s", lines[-1]), lines[-1]
+
+
+def test_extras_print_the_config_and_keep_lightnings_warnings_when_asked(tmp_path, capsys):
+    """lightning-hydra-template's extras.print_config and extras.ignore_warnings (the after-the-
+    first-run issue, item 5): the composed config printed as the run starts; with
+    ignore_warnings=false attnexp drops none of Lightning's warnings."""
+    import warnings
+
+    from attnexp.training.build import quiet_lightning
+
+    default = run_of([]).extras
+    assert default.ignore_warnings and not default.print_config
+    train(run_of(["extras.print_config=true", "trainer.fast_dev_run=true", "logger=none", "maps.enabled=false"], tmp_path))
+    assert "attention:\n  name: mha\n" in capsys.readouterr().out
+    for ignore in (False, True):
+        with warnings.catch_warnings():
+            warnings.resetwarnings()
+            quiet_lightning(ignore)
+            assert bool(warnings.filters) == ignore  # each filter an "ignore" of one of Lightning's messages

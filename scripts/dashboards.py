@@ -1,0 +1,215 @@
+#!/usr/bin/env python
+"""Open an attnexp run in TensorBoard as its user would, and keep a picture of it.
+
+Trains a short run (experiment=copy, 3 epochs, TensorBoard logger) unless --run names a finished one,
+starts `tensorboard --logdir RUN` on a free port of 127.0.0.1, checks through its HTTP API that the
+Scalars, Images and HParams plugins hold this run's data (the loss and accuracy curves, the per-epoch
+attention grids, the run's settings), takes a headless-Chromium screenshot of the Images and Scalars
+tabs (the scalars filtered to val/ and train/), and stops the server it started (by its PID).
+
+    python scripts/dashboards.py                      # scripts/results/images/tensorboard_*.png
+    python scripts/dashboards.py --run outputs/DATE/TIME_copy_causal --out /tmp/shots
+
+Prints what the API returned (JSON) and exits 1 if any of it is missing. The README's TensorBoard
+picture is this script's output; tests/e2e/test_dashboards.py runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RUN = ["experiment=copy", "trainer.max_epochs=3", "data.n_train=1500", "logger=tensorboard", "maps.n_examples=2",
+       "trainer.enable_progress_bar=false", "test=false"]
+# the tabs pictured: the per-epoch maps and head roles, and the training curves (val/ and train/ only, unsmoothed)
+TABS = {"images": "images", "scalars": "scalars&tagFilter=%5E(val%7Ctrain)%2F&_smoothingWeight=0"}
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--hide-scrollbars", "--window-size=1400,1000",
+                  "--virtual-time-budget=20000"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url: str, timeout: float = 10) -> bytes:
+    with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 - our own server on 127.0.0.1
+        return r.read()
+
+
+def tool(name: str) -> str:
+    return shutil.which(name) or str(Path(sys.executable).with_name(name))
+
+
+@contextmanager
+def tensorboard(logdir: Path):
+    """A TensorBoard server over `logdir` on 127.0.0.1; yields its URL; stopped by PID on the way out."""
+    port = free_port()
+    with server([tool("tensorboard"), f"--logdir={logdir}", "--host=127.0.0.1", f"--port={port}", "--reload_interval=1"],
+                f"http://127.0.0.1:{port}", "/data/logdir") as url:
+        yield url
+
+
+@contextmanager
+def optuna_dashboard(storage: str):
+    """optuna-dashboard over an Optuna storage on 127.0.0.1; yields its URL; stopped by PID."""
+    port = free_port()
+    with server([tool("optuna-dashboard"), storage, "--host=127.0.0.1", f"--port={port}"], f"http://127.0.0.1:{port}",
+                "/api/studies") as url:
+        yield url
+
+
+@contextmanager
+def server(cmd: list[str], url: str, ready_path: str):
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(120):
+            if proc.poll() is not None:
+                raise SystemExit(f"dashboards.py: {Path(cmd[0]).name} exited ({proc.returncode}): {proc.stderr.read()[-2000:]}")
+            try:
+                get(url + ready_path, timeout=2)
+                break
+            except OSError:
+                time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def wait_for(fetch, ok, seconds: float = 60):
+    """fetch() until ok(its value) (TensorBoard reads the event files a moment after it starts)."""
+    value = None
+    for _ in range(int(seconds * 2)):
+        value = fetch()
+        if ok(value):
+            break
+        time.sleep(0.5)
+    return value
+
+
+def check(url: str) -> dict:
+    """What TensorBoard's API says it has of the run: plugins with data, scalar and image tags."""
+    plugins = wait_for(lambda: json.loads(get(f"{url}/data/plugins_listing")),
+                       lambda p: all(p.get(k, {}).get("enabled") for k in ("scalars", "images", "hparams")))
+    scalars = wait_for(lambda: json.loads(get(f"{url}/data/plugin/scalars/tags")), bool)
+    images = wait_for(lambda: json.loads(get(f"{url}/data/plugin/images/tags")), bool)
+    scalar_tags = sorted({t for run in scalars.values() for t in run})
+    image_tags = sorted({t for run in images.values() for t in run})
+    first = image_tags[0] if image_tags else None
+    steps = []
+    if first:
+        run = next(r for r, tags in images.items() if first in tags)
+        q = urllib.parse.urlencode({"tag": first, "run": run})
+        steps = [e["step"] for e in json.loads(get(f"{url}/data/plugin/images/images?{q}"))]
+    return {"plugins_with_data": sorted(k for k, v in plugins.items() if v.get("enabled")),
+            "scalar_tags": scalar_tags, "image_tags": image_tags, "steps_of_first_image": steps}
+
+
+def problems(found: dict) -> list[str]:
+    want = {"val/loss", "val/acc", "train/loss_epoch"}
+    out = [f"plugin {p} has no data" for p in ("scalars", "images", "hparams") if p not in found["plugins_with_data"]]
+    out += [f"no scalar {t}" for t in sorted(want - set(found["scalar_tags"]))]
+    out += ["no attention-map image"] if not any("attention" in t or "maps" in t for t in found["image_tags"]) else []
+    out += ["the maps have fewer than 2 epochs of steps"] if len(set(found["steps_of_first_image"])) < 2 else []
+    return out
+
+
+def screenshot(url: str, path: Path) -> None:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        raise SystemExit("dashboards.py: no chromium here (apt-get install chromium) for the screenshots")
+    with tempfile.TemporaryDirectory() as profile:
+        subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--screenshot={path}", url],
+                       capture_output=True, timeout=180, check=True)
+
+
+SWEEP = ["hparams_search=optuna", "hydra.sweeper.n_trials=3", "trainer.max_epochs=2", "data.n_sentences=400",
+         "logger=none", "maps.enabled=false", "trainer.enable_progress_bar=false"]
+
+
+def optuna_study(folder: Path) -> str:
+    """A 3-trial Optuna sweep of the default run into a SQLite study: its storage URL."""
+    storage = f"sqlite:///{folder / 'study.db'}"
+    subprocess.run([sys.executable, "-m", "attnexp", "train", "-m", *SWEEP, f"hydra.sweeper.storage={storage}",
+                    f"hydra.sweep.dir={folder / 'sweep'}"], cwd=REPO, check=True)
+    return storage
+
+
+def check_optuna(url: str) -> dict:
+    """What optuna-dashboard's API says of the study: its trials, their values, parameters and run folders."""
+    studies = json.loads(get(f"{url}/api/studies"))["study_summaries"]
+    study = json.loads(get(f"{url}/api/studies/{studies[0]['study_id']}?after=0"))
+    trials = study["trials"]
+    return {"study": studies[0]["study_name"], "study_id": studies[0]["study_id"], "n_trials": len(trials),
+            "metric_names": study.get("objective_names"),
+            "states": sorted({t["state"] for t in trials}), "values": [t.get("values") for t in trials],
+            "params": sorted({p["name"] for t in trials for p in t["params"]}),
+            "run_dirs": [next((a["value"] for a in t["user_attrs"] if a["key"] == "run_dir"), None) for t in trials]}
+
+
+def train_run(folder: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "attnexp", "train", *RUN, f"hydra.run.dir={folder}"], cwd=REPO, check=True)
+    return folder
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--run", help="a finished attnexp run with the TensorBoard logger (default: train one)")
+    ap.add_argument("--out", default=str(REPO / "scripts" / "results" / "images"), help="where the screenshots go")
+    ap.add_argument("--parts", default="tensorboard,optuna", help="comma list of: tensorboard, optuna")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    parts = args.parts.split(",")
+    if "optuna" in parts:
+        opt_dashboard(out)
+    if "tensorboard" in parts:
+        tensorboard_part(args, out)
+
+
+def opt_dashboard(out: Path) -> None:
+    storage = optuna_study(Path(tempfile.mkdtemp(prefix="attnexp-optuna-")))
+    with optuna_dashboard(storage) as url:
+        found = check_optuna(url)
+        screenshot(f"{url}/dashboard/studies/{found['study_id']}", out / "optuna_dashboard.png")
+    print(json.dumps({"storage": storage, **found, "screenshot": str(out / "optuna_dashboard.png")}, indent=2))
+    bad = [f"{found['n_trials']} trials, not 3"] if found["n_trials"] != 3 else []
+    bad += ["a trial without its run folder (user attribute run_dir)"] if not all(found["run_dirs"]) else []
+    bad += ["a trial without a value"] if not all(found["values"]) else []
+    if bad:
+        raise SystemExit("dashboards.py: optuna-dashboard does not show " + "; ".join(bad))
+
+
+def tensorboard_part(args, out: Path) -> None:
+    run = Path(args.run) if args.run else train_run(Path(tempfile.mkdtemp(prefix="attnexp-dash-")) / "run")
+    with tensorboard(run) as url:
+        found = check(url)
+        for tab, fragment in TABS.items():
+            screenshot(f"{url}/#{fragment}", out / f"tensorboard_{tab}.png")
+    print(json.dumps({"run": str(run), **found, "screenshots": [str(out / f"tensorboard_{t}.png") for t in TABS]},
+                     indent=2))
+    bad = problems(found)
+    if bad:
+        raise SystemExit("dashboards.py: TensorBoard does not show " + "; ".join(bad))
+
+
+if __name__ == "__main__":
+    main()

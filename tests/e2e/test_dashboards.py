@@ -1,0 +1,57 @@
+"""Dashboards opened as their users open them: a real server on 127.0.0.1, its HTTP API and a
+headless-Chromium screenshot, stopped by PID (the dashboards issue): TensorBoard over a run,
+optuna-dashboard over a study. (MLflow: not yet.)"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers.browser import needs_chromium
+from helpers.runs import REPO
+
+
+@pytest.mark.slow
+@needs_chromium
+@pytest.mark.skipif(shutil.which("tensorboard") is None and not Path(sys.executable).with_name("tensorboard").exists(),
+                    reason="needs TensorBoard (pip install tensorboard; a dependency of attnexp)")
+def test_tensorboard_shows_a_runs_curves_maps_and_settings(tmp_path):
+    """scripts/dashboards.py trains a short copy run, starts TensorBoard over it, reads its API and
+    screenshots the Images and Scalars tabs: the script fails when a plugin has no data, a val/ or
+    train/ curve is missing, or the attention maps hold fewer than two epochs."""
+    r = subprocess.run([sys.executable, "scripts/dashboards.py", "--parts=tensorboard", f"--out={tmp_path}"], cwd=REPO,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    found = json.loads(r.stdout[r.stdout.index("{"):])
+    assert {"scalars", "images", "hparams"} <= set(found["plugins_with_data"])
+    assert {"attention_maps/example0", "head_roles"} <= set(found["image_tags"]) and len(found["steps_of_first_image"]) == 3
+    for tab in ("images", "scalars"):
+        png = tmp_path / f"tensorboard_{tab}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 30_000  # a page, not a blank
+    left = subprocess.run(["pgrep", "-f", f"tensorboard --logdir={found['run']}"], capture_output=True, text=True)
+    assert left.stdout.strip() == "", "the TensorBoard server was not stopped"
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_optuna_dashboard_shows_a_studys_trials_and_their_run_folders(tmp_path):
+    """A 3-trial Optuna sweep into SQLite, optuna-dashboard started over it: its API lists every trial
+    complete, with a value, the searched parameters and the trial's run folder; then a screenshot."""
+    pytest.importorskip("optuna_dashboard", reason="needs optuna-dashboard (pip install -e '.[sweep]')")
+    r = subprocess.run([sys.executable, "scripts/dashboards.py", "--parts=optuna", f"--out={tmp_path}"], cwd=REPO,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    found = json.loads(r.stdout[r.stdout.rindex("\n{") + 1:])
+    assert found["n_trials"] == 3 and found["states"] == ["Complete"] and all(found["values"])
+    assert found["metric_names"] == ["val/loss"]  # the dashboard names the objective, not "Objective 0"
+    assert {"optim.lr", "model.dropout"} <= set(found["params"])
+    assert all(Path(d, "summary.json").is_file() for d in found["run_dirs"])  # each trial leads back to its run
+    png = tmp_path / "optuna_dashboard.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 30_000
+    left = subprocess.run(["pgrep", "-f", f"optuna-dashboard {found['storage']}"], capture_output=True, text=True)
+    assert left.stdout.strip() == "", "the optuna-dashboard server was not stopped"
