@@ -100,7 +100,8 @@ def test_the_readme_and_the_docs_name_every_option_of_every_config_group(page, s
     text = (REPO / page).read_text()
     section = text[text.index(start):text.index(end)]
     rows = {line.split("|")[1].strip(" `"): line.split("|")[2] for line in section.splitlines() if line.startswith("| `")}
-    for group in ("attention", "model", "data", "task", "trainer", "logger", "experiment", "hparams_search", "debug"):
+    for group in ("attention", "model", "data", "task", "trainer", "logger", "experiment", "hparams_search", "debug",
+                  "callbacks"):
         missing = [o for o in options(group) if f"`{o}`" not in rows[group]]
         assert not missing, f"{page}'s config-group table lacks {group}: {missing}"
 
