@@ -199,6 +199,18 @@ def test_the_callbacks_group_is_lightning_hydra_templates_spelling_of_attnexps_s
         assert said in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_a_run_says_nothing_of_absent_accelerators_unless_asked(tmp_path):
+    """Every run printed Lightning's "GPU available: False", "TPU available: False" and "Loading
+    `train_dataloader` to estimate ..." (the after-the-first-run issue, item 5); extras.ignore_warnings
+    (on by default) drops them, and =false shows them again."""
+    quiet = run_cli("train", *FAST, "trainer.max_epochs=1", f"hydra.run.dir={tmp_path / 'a'}", cwd=tmp_path)
+    loud = run_cli("train", *FAST, "trainer.max_epochs=1", "extras.ignore_warnings=false", f"hydra.run.dir={tmp_path / 'b'}",
+                   cwd=tmp_path)
+    assert quiet.returncode == loud.returncode == 0, quiet.stderr[-2000:] + loud.stderr[-2000:]
+    for noise in ("GPU available: False", "TPU available: False", "to estimate number of stepping batches"):
+        assert noise not in quiet.stdout + quiet.stderr and noise in loud.stdout + loud.stderr, noise
+
+
 def test_run_folders_say_what_ran(tmp_path, monkeypatch):
     """Six tour commands gave six HH-MM-SS_causal folders: now <time>_<experiment, or data-task>_<attention>."""
     monkeypatch.chdir(tmp_path)
