@@ -101,7 +101,7 @@ def test_the_readme_and_the_docs_name_every_option_of_every_config_group(page, s
     section = text[text.index(start):text.index(end)]
     rows = {line.split("|")[1].strip(" `"): line.split("|")[2] for line in section.splitlines() if line.startswith("| `")}
     for group in ("attention", "model", "data", "task", "trainer", "logger", "experiment", "hparams_search", "debug",
-                  "callbacks"):
+                  "callbacks", "paths"):
         missing = [o for o in options(group) if f"`{o}`" not in rows[group]]
         assert not missing, f"{page}'s config-group table lacks {group}: {missing}"
 
@@ -209,6 +209,21 @@ def test_a_run_says_nothing_of_absent_accelerators_unless_asked(tmp_path):
     assert quiet.returncode == loud.returncode == 0, quiet.stderr[-2000:] + loud.stderr[-2000:]
     for noise in ("GPU available: False", "TPU available: False", "to estimate number of stepping batches"):
         assert noise not in quiet.stdout + quiet.stderr and noise in loud.stdout + loud.stderr, noise
+
+
+def test_the_paths_group_places_runs_sweeps_and_the_cache(tmp_path, monkeypatch):
+    """lightning-hydra-template's paths group (the after-the-first-run issue, item 5): log_dir for single
+    runs, sweep_dir for sweeps, cache_dir for the tokenized data; output_dir stays the run's own."""
+    from attnexp.api import compose, load_run
+
+    monkeypatch.chdir(tmp_path)
+    fast = ["trainer.fast_dev_run=true", "logger=none", "maps.enabled=false"]
+    assert main(["train", "paths.log_dir=logs", *fast]) == 0
+    assert main(["train", "-m", "paths.sweep_dir=sweeps", "seed=0,1", *fast]) == 0
+    assert len(list((tmp_path / "logs").glob("*/*/summary.json"))) == 1
+    assert len(list((tmp_path / "sweeps").glob("*/*/*/summary.json"))) == 2
+    run = load_run(compose(["data=newsgroups", "task=classify", f"paths.cache_dir={tmp_path / 'cache'}"]))
+    assert run.data.cache_dir == str(tmp_path / "cache")
 
 
 def test_run_folders_say_what_ran(tmp_path, monkeypatch):
