@@ -34,9 +34,6 @@ RUN = ["experiment=copy", "trainer.max_epochs=3", "data.n_train=1500", "logger=t
        "trainer.enable_progress_bar=false", "test=false"]
 # the tabs pictured: the per-epoch maps and head roles, and the training curves (val/ and train/ only, unsmoothed)
 TABS = {"images": "images", "scalars": "scalars&tagFilter=%5E(val%7Ctrain)%2F&_smoothingWeight=0"}
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--hide-scrollbars", "--window-size=1400,1000",
-                  "--virtual-time-budget=20000"]
 
 
 def free_port() -> int:
@@ -133,12 +130,9 @@ def problems(found: dict) -> list[str]:
 
 
 def screenshot(url: str, path: Path) -> None:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        raise SystemExit("dashboards.py: no chromium here (apt-get install chromium) for the screenshots")
-    with tempfile.TemporaryDirectory() as profile:
-        subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--screenshot={path}", url],
-                       capture_output=True, timeout=180, check=True)
+    from readme_maps import screenshot as chromium_screenshot  # scripts/ is on the path of a script it runs
+
+    chromium_screenshot(url, path, "1400,1000", wait_ms=20000)
 
 
 SWEEP = ["hparams_search=optuna", "hydra.sweeper.n_trials=3", "trainer.max_epochs=2", "data.n_sentences=400",

@@ -97,14 +97,18 @@ def agreement(report: dict) -> None:
     print(f"all heads: {full:.3f}; " + "; ".join(f"without layer {x['layer']}: {x['accuracy_without']:.3f}" for x in layers))
 
 
-def screenshot(url: str, out: Path, size: str) -> None:
+def screenshot(url: str, out: Path, size: str, wait_ms: int = 10000) -> None:
+    """A headless-Chromium picture of `url` (scripts/dashboards.py uses it too), after `wait_ms` of
+    virtual time for pages that draw asynchronously."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
-        raise SystemExit("readme_maps.py: the viewer screenshots need Debian's chromium (apt-get install chromium)")
+        raise SystemExit("the screenshots need Debian's chromium (apt-get install chromium)")
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tempfile.mkdtemp()}", f"--window-size={size}", "--virtual-time-budget=10000"]
-    subprocess.run([chromium, *flags, f"--screenshot={out}", url], check=True, capture_output=True, timeout=120)
+             "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+             f"--window-size={size}", f"--virtual-time-budget={wait_ms}"]
+    with tempfile.TemporaryDirectory() as profile:
+        subprocess.run([chromium, *flags, f"--user-data-dir={profile}", f"--screenshot={out}", url], check=True,
+                       capture_output=True, timeout=180)
 
 
 def comparison(report: dict) -> None:

@@ -96,8 +96,18 @@ def sweep_arguments(argv: list[str], overrides: list[str]) -> tuple[list[str], P
 
     argv = [*argv, *job_overrides(overrides)]
     given = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.sweep.dir=")]
-    root = Path(given[0] if given else f"multirun/{datetime.now():%Y-%m-%d/%H-%M-%S}").resolve()
+    root = Path(given[0] if given else f"{sweep_dir(overrides)}/{datetime.now():%Y-%m-%d/%H-%M-%S}").resolve()
     return (argv if given else [*argv, f"hydra.sweep.dir={root}"]), root
+
+
+def sweep_dir(overrides: list[str]) -> str:
+    """paths.sweep_dir: the command line's, else conf/paths/default.yaml's (read as text: no composition)."""
+    import yaml
+
+    from attnexp.launch.compose import conf_dir
+
+    given = [o.split("=", 1)[1] for o in overrides if o.lstrip("+").startswith("paths.sweep_dir=")]
+    return given[-1] if given else yaml.safe_load((conf_dir() / "paths" / "default.yaml").read_text())["sweep_dir"]
 
 
 def hydra_task(overrides: list[str], multirun: bool, started: float | None):

@@ -27,8 +27,15 @@ from attnexp.training.maps_callback import AttentionMaps
 
 
 class _DropAdverts(logging.Filter):
+    """Lightning's lines that say nothing about an attnexp run: its adverts, the accelerators that are
+    absent (the end block names the device used), and how it counts the batches of the schedule."""
+
+    NOISE = ("litlogger", "GPU available: False", "TPU available: False", "HPU available: False",
+             "Loading `train_dataloader` to estimate number of stepping batches")
+
     def filter(self, record: logging.LogRecord) -> bool:
-        return "litlogger" not in record.getMessage()
+        message = record.getMessage()
+        return not any(n in message for n in self.NOISE)
 
 
 def quiet_lightning(ignore_warnings: bool = True) -> None:
@@ -61,7 +68,11 @@ def _drop_warnings() -> None:
     warnings.filterwarnings("ignore", message=".*Checkpoint directory .* exists and is not empty.*")  # a resumed run's own
     # on any machine with SLURM's tools installed, whether or not this process runs under SLURM
     warnings.filterwarnings("ignore", message=".*The `srun` command is available on your system but is not used.*")
-    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropAdverts())
+    # a short run (debug presets, tests) has fewer batches than trainer.log_every_n_steps: its epoch values are logged anyway
+    warnings.filterwarnings("ignore", message=".*is smaller than the logging interval.*")
+    rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    if not any(isinstance(f, _DropAdverts) for f in rank_zero.filters):  # once, however many jobs a sweep runs
+        rank_zero.addFilter(_DropAdverts())
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

@@ -100,7 +100,8 @@ def test_the_readme_and_the_docs_name_every_option_of_every_config_group(page, s
     text = (REPO / page).read_text()
     section = text[text.index(start):text.index(end)]
     rows = {line.split("|")[1].strip(" `"): line.split("|")[2] for line in section.splitlines() if line.startswith("| `")}
-    for group in ("attention", "model", "data", "task", "trainer", "logger", "experiment", "hparams_search", "debug"):
+    for group in ("attention", "model", "data", "task", "trainer", "logger", "experiment", "hparams_search", "debug",
+                  "callbacks", "paths"):
         missing = [o for o in options(group) if f"`{o}`" not in rows[group]]
         assert not missing, f"{page}'s config-group table lacks {group}: {missing}"
 
@@ -196,6 +197,33 @@ def test_the_callbacks_group_is_lightning_hydra_templates_spelling_of_attnexps_s
         assert main(["train", given]) == 2
         err = capsys.readouterr().err
         assert said in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_run_says_nothing_of_absent_accelerators_unless_asked(tmp_path):
+    """Every run printed Lightning's "GPU available: False", "TPU available: False" and "Loading
+    `train_dataloader` to estimate ..." (the after-the-first-run issue, item 5); extras.ignore_warnings
+    (on by default) drops them, and =false shows them again."""
+    quiet = run_cli("train", *FAST, "trainer.max_epochs=1", f"hydra.run.dir={tmp_path / 'a'}", cwd=tmp_path)
+    loud = run_cli("train", *FAST, "trainer.max_epochs=1", "extras.ignore_warnings=false", f"hydra.run.dir={tmp_path / 'b'}",
+                   cwd=tmp_path)
+    assert quiet.returncode == loud.returncode == 0, quiet.stderr[-2000:] + loud.stderr[-2000:]
+    for noise in ("GPU available: False", "TPU available: False", "to estimate number of stepping batches"):
+        assert noise not in quiet.stdout + quiet.stderr and noise in loud.stdout + loud.stderr, noise
+
+
+def test_the_paths_group_places_runs_sweeps_and_the_cache(tmp_path, monkeypatch):
+    """lightning-hydra-template's paths group (the after-the-first-run issue, item 5): log_dir for single
+    runs, sweep_dir for sweeps, cache_dir for the tokenized data; output_dir stays the run's own."""
+    from attnexp.api import compose, load_run
+
+    monkeypatch.chdir(tmp_path)
+    fast = ["trainer.fast_dev_run=true", "logger=none", "maps.enabled=false"]
+    assert main(["train", "paths.log_dir=logs", *fast]) == 0
+    assert main(["train", "-m", "paths.sweep_dir=sweeps", "seed=0,1", *fast]) == 0
+    assert len(list((tmp_path / "logs").glob("*/*/summary.json"))) == 1
+    assert len(list((tmp_path / "sweeps").glob("*/*/*/summary.json"))) == 2
+    run = load_run(compose(["data=newsgroups", "task=classify", f"paths.cache_dir={tmp_path / 'cache'}"]))
+    assert run.data.cache_dir == str(tmp_path / "cache")
 
 
 def test_run_folders_say_what_ran(tmp_path, monkeypatch):

@@ -67,8 +67,10 @@ def test_a_job_past_its_time_limit_is_requeued_and_resumes_to_completion(cluster
 
 @pytest.mark.slow
 def test_a_job_that_exhausts_its_requeues_ends_interrupted_and_the_sweep_says_how_to_continue(cluster, tmp_path):
-    """Before: the job ended interrupted and the sweep exited 0, saying nothing."""
-    r = sweep(["seed=0", "trainer.max_epochs=30", "data.n_sentences=3000", "hydra.launcher.timeout_min=1",
+    """Before: the job ended interrupted and the sweep exited 0, saying nothing. 300 epochs, which the
+    1-minute limit always cuts: with 30 the job could finish before slurmctld's timer sent the signal
+    (CI saw it complete once, exit 0)."""
+    r = sweep(["seed=0", "trainer.max_epochs=300", "data.n_sentences=3000", "hydra.launcher.timeout_min=1",
                "hydra.launcher.signal_delay_s=40", "hydra.launcher.max_num_timeout=0", f"hydra.sweep.dir={tmp_path}"],
               cluster, tmp_path)
     assert r.returncode == 1, r.stderr[-3000:]
