@@ -21,6 +21,7 @@ MAP_SCALES = {
 }
 MAP_LONG = ("blocks", "first")
 
+
 @dataclass
 class TaskConfig:
     name: str = "lm"  # lm | classify

@@ -115,6 +115,11 @@ HELD_OUT = ("n_test",)  # the test split's size: no training example changes wit
 LOCATION = ("source", "path", "hub_name", "corpus", "tokenizer", "cache_dir")
 
 
+def trained_splits(sizes: dict | None) -> dict:
+    """The split sizes a resume compares: the test split's changes no training example."""
+    return {k: n for k, n in (sizes or {}).items() if k != "test"}
+
+
 def identity_mismatch(saved: dict | None, now: dict) -> str | None:
     """None when two data identities name the same examples; else what differs, in a few words."""
     if not isinstance(saved, dict):
@@ -122,8 +127,7 @@ def identity_mismatch(saved: dict | None, now: dict) -> str | None:
     diff = [f"data.{k}={v!r} (this run: {now['settings'].get(k)!r})"
             for k, v in (saved.get("settings") or {}).items() if now["settings"].get(k) != v]
     diff += [f"data.{k} (this run's data has it)" for k in now["settings"] if k not in (saved.get("settings") or {})]
-    if {k: n for k, n in (saved.get("splits") or {}).items() if k != "test"} != \
-            {k: n for k, n in now["splits"].items() if k != "test"}:
+    if trained_splits(saved.get("splits")) != trained_splits(now["splits"]):
         diff.append(f"split sizes {saved.get('splits')} (this run: {now['splits']})")
     if saved.get("tokenizer_sha256") != now["tokenizer_sha256"]:
         diff.append("another tokenizer (ids mean other tokens)")

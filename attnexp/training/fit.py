@@ -73,10 +73,11 @@ def record_early_failure(run: Run, e: BaseException) -> None:
 def prepare(run: Run):
     """Seed, threads, the data set up, the module built (pretrained weights loaded, a resumed run's
     checkpoint checked against it): (datamodule, module, resume path)."""
-    (run.out_dir / "config_resolved.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(run.config)))
+    resolved = OmegaConf.to_yaml(OmegaConf.create(run.config))
+    (run.out_dir / "config_resolved.yaml").write_text(resolved)
     build.quiet_lightning(run.extras.ignore_warnings)
     if run.extras.print_config and os.environ.get("LOCAL_RANK", "0") == "0":
-        print(OmegaConf.to_yaml(OmegaConf.create(run.config)), end="", flush=True)
+        print(resolved, end="", flush=True)
     L.seed_everything(run.seed, workers=True, verbose=False)
     torch.set_float32_matmul_precision("high")
     if build.thread_count(run):

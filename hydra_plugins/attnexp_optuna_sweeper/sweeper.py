@@ -83,12 +83,16 @@ class OptunaSweeper(Sweeper):
         self.launcher = Plugins.instance().instantiate_launcher(hydra_context=hydra_context,
                                                                 task_function=task_function, config=config)
 
+    def monitor(self) -> str:
+        """The metric each trial reports (checkpoint.monitor): the direction and the study's metric name follow it."""
+        return OmegaConf.select(self.config, "checkpoint.monitor") or "val/loss"
+
     def direction(self) -> str:
         if self.s.direction != "auto":
             return self.s.direction
         from attnexp.config import higher_is_better
 
-        return "maximize" if higher_is_better(OmegaConf.select(self.config, "checkpoint.monitor") or "val/loss") else "minimize"
+        return "maximize" if higher_is_better(self.monitor()) else "minimize"
 
     def study(self):
         optuna = require_optuna()
@@ -115,7 +119,7 @@ class OptunaSweeper(Sweeper):
         study = optuna.create_study(study_name=self.s.study_name, storage=storage, sampler=sampler, pruner=pruner,
                                     direction=self.direction(), load_if_exists=True)
         if not study.metric_names:  # optuna-dashboard and study.trials_dataframe() then say "val/loss", not "Objective 0"
-            study.set_metric_names([OmegaConf.select(self.config, "checkpoint.monitor") or "val/loss"])
+            study.set_metric_names([self.monitor()])
         return study
 
     def left(self, study) -> int:
