@@ -72,27 +72,28 @@ def sweep(task: str, variants: list[str], seeds: int, epochs: int, root: Path, e
 
 def best_head_stats(run: Path, align: dict | None) -> dict:
     """From the last epoch's maps: the entropy and first-token mass of the best-aligned head; how
-    many heads carry 90% of the importance (maps.importance); the best head's induction score (on
+    many heads carry 90% of the importance (heads.importance); the best head's induction score (on
     a repeated random sequence, causal models) and whether that head is the best-aligned one."""
-    from attnexp.maps.importance import heads_for_share
+    from attnexp.heads.importance import heads_for_share
+    from attnexp.maps import snapshot
 
-    snaps = sorted((run / "maps").glob("epoch*.npz"))
+    snaps = snapshot.files(run / "maps")
     if not snaps:
         return {}
     out = {}
-    with np.load(snaps[-1]) as z:
+    z = snapshot.read(snaps[-1]).per_head
+    if align:
+        layer, head = align["layer"], align["head"]
+        out.update(entropy=float(z["entropy"][layer, head]), first_token=float(z["first_token"][layer, head]))
+    if "importance" in z:
+        out["heads_90"] = heads_for_share(z["importance"])
+        out["heads"] = int(z["importance"].size)
+    if "induction" in z:
+        ind = z["induction"]
+        best = np.unravel_index(int(np.argmax(ind)), ind.shape)
+        out["induction"] = float(ind[best])
         if align:
-            layer, head = align["layer"], align["head"]
-            out.update(entropy=float(z["stat_entropy"][layer, head]), first_token=float(z["stat_first_token"][layer, head]))
-        if "stat_importance" in z.files:
-            out["heads_90"] = heads_for_share(z["stat_importance"])
-            out["heads"] = int(z["stat_importance"].size)
-        if "stat_induction" in z.files:
-            ind = z["stat_induction"]
-            best = np.unravel_index(int(np.argmax(ind)), ind.shape)
-            out["induction"] = float(ind[best])
-            if align:
-                out["induction_is_aligned"] = (int(best[0]), int(best[1])) == (align["layer"], align["head"])
+            out["induction_is_aligned"] = (int(best[0]), int(best[1])) == (align["layer"], align["head"])
     return out
 
 

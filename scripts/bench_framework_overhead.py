@@ -93,7 +93,7 @@ def run_plain(overrides: list[str], out_dir: Path) -> dict:
     from attnexp.api import compose, load_run
     from attnexp.data import build_datamodule
     from attnexp.model import Transformer, lm_loss
-    from attnexp.model.device import training_on_cpu
+    from attnexp.training.device import training_on_cpu
     from attnexp.training.module import adamw_warmup_cosine
 
     run = load_run(compose(overrides, out_dir))

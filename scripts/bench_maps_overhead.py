@@ -58,11 +58,11 @@ PARTS = {  # what is timed: (module, attribute) -> label
     ("attnexp.training.maps_callback", "AttentionMaps.on_validation_epoch_end"): "maps (each epoch)",
     ("attnexp.training.maps_callback", "AttentionMaps.on_fit_end"): "maps (GIFs and viewer at the end)",
     ("attnexp.training.maps_callback", "analyse"): "analysis, all of it",
-    ("attnexp.maps.roles", "pattern_scores"): "roles: pattern scores",
-    ("attnexp.maps.roles", "induction_scores"): "roles: induction scores",
-    ("attnexp.maps.importance", "head_importance"): "importance",
-    ("attnexp.maps.explain", "rollout"): "rollout",
-    ("attnexp.maps.analysis", "relevance"): "relevance",
+    ("attnexp.heads.roles", "pattern_scores"): "roles: pattern scores",
+    ("attnexp.heads.roles", "induction_scores"): "roles: induction scores",
+    ("attnexp.heads.importance", "head_importance"): "importance",
+    ("attnexp.heads.explain", "rollout"): "rollout",
+    ("attnexp.heads.analysis", "relevance"): "relevance",
 }
 
 

@@ -5,7 +5,7 @@ pictures of it.
 
 - heads: the first sentence of 8-40 words from each of the first N bydate test posts (headers,
   quotes and signatures left out), encoded one by one with the model's tokenizer (its own fixed
-  padding off, as in attnexp), every head's pattern scores (attnexp.maps.roles, after Clark et al.
+  padding off, as in attnexp), every head's pattern scores (attnexp.heads.roles, after Clark et al.
   2019: previous / next / self / [CLS] / [SEP] / punctuation / broad / local) averaged over every
   real query row of every sentence, and a role per head (the thresholds in roles.THRESHOLDS).
   Writes minilm_heads.{json,md} and images/minilm_roles.png.
@@ -64,8 +64,9 @@ def sentences(path: Path, n: int) -> list[str]:
 
 def heads(model: Path, data: Path, n: int) -> dict:
     from attnexp.api import maps_source_pretrained
-    from attnexp.maps import render, roles
-    from attnexp.maps.probe import attention_maps
+    from attnexp.heads import roles
+    from attnexp.heads.probe import attention_maps
+    from attnexp.maps import render
 
     texts = sentences(data / "test.jsonl.gz", n)
     src = maps_source_pretrained(str(model), texts, [])
@@ -93,7 +94,7 @@ def heads(model: Path, data: Path, n: int) -> dict:
 def markdown(r: dict) -> str:
     lines = [f"# all-MiniLM-L6-v2's heads on {r['sentences']} 20 Newsgroups sentences", "",
              f"`python scripts/minilm_heads.py`: {r['tokens']:,} tokens ({r['mean_tokens']} a sentence, [CLS] and [SEP] "
-             "included). Scores are shares of each real query row's mass, averaged over rows (attnexp.maps.roles). "
+             "included). Scores are shares of each real query row's mass, averaged over rows (attnexp.heads.roles). "
              "A head's role is the first pattern whose score reaches its threshold "
              f"({', '.join(f'{k} {v[1]}' for k, v in r['thresholds'].items())}); else mixed.", "",
              "Role counts: " + ", ".join(f"{k} {v}" for k, v in r["role_counts"].items()), "",

@@ -39,8 +39,8 @@ def importance(run: Path | None) -> dict:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from attnexp.heads.importance import heads_for_share
     from attnexp.maps import snapshot
-    from attnexp.maps.importance import heads_for_share
 
     if run is None:
         run = Path(tempfile.mkdtemp(prefix="readme-induction-"))
@@ -51,7 +51,7 @@ def importance(run: Path | None) -> dict:
     acc = {h["epoch"]: h.get("val/acc") for h in s["metrics"]["history"]}
     epochs, imps, rows = [], [], []
     for path in snapshot.files(run / "maps"):
-        st = snapshot.head_stats(path)
+        st = snapshot.read(path).per_head
         e = int(path.stem[len("epoch"):])
         epochs.append(e)
         imps.append(st["importance"])
@@ -111,9 +111,9 @@ def relevance(ckpt: Path, data: Path) -> dict:
     from attnexp.api import maps_source_checkpoint
     from attnexp.config import MapsConfig
     from attnexp.data.newsgroups import NAMES
-    from attnexp.maps.analysis import analyse, context_of
+    from attnexp.heads.analysis import analyse, context_of
+    from attnexp.heads.probe import attention_maps
     from attnexp.maps.html import write_viewer
-    from attnexp.maps.probe import attention_maps
 
     sys.path.insert(0, str(REPO / "scripts"))
     from readme_maps import screenshot

@@ -90,7 +90,7 @@ class MapsConfig:
     animation: bool = True  # maps/evolution_exK.gif at the end of training
     html: bool = True  # maps/viewer.html at the end of training
     bertviz: bool = False  # also bertviz's head_view / model_view pages of the probe set (pip install 'attnexp[hf]')
-    # What the heads do and which matter (attnexp.maps.analysis), with every snapshot:
+    # What the heads do and which matter (attnexp.heads.analysis), with every snapshot:
     roles: bool = True  # pattern scores and a role per head (previous, first, induction on causal models, ...)
     importance: bool = False  # loss change with each head / layer silenced, on a fixed validation batch (L*H+L+1 forwards)
     importance_examples: int = 64  # ...of this many validation examples

@@ -16,21 +16,15 @@ import json
 import re
 import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from attnexp.heads import quantities
+from attnexp.heads.record import Analysis
 from attnexp.maps.view import SCALES, fit, is_signed, rows_note
-
-if TYPE_CHECKING:
-    from attnexp.maps.analysis import Analysis
 
 TEMPLATE = Path(__file__).with_name("viewer.html")
 K = 8  # keys kept per query row for the text view
-SCORE_LABELS = {  # the per-head scores of maps.analysis, as the viewer names them
-    "prev_token": "previous", "next_token": "next", "self": "self", "to_first": "first", "separator": "separator",
-    "punctuation": "punct.", "local": "local", "broadness": "broad", "induction": "induction",
-    "prev_token_rep": "prev. (repeated)", "importance": "Δloss silenced", "importance_acc": "Δacc silenced"}
 
 
 NO_KEY = 0xFFFF  # a top-K slot with no key the query can see (masked, or weight exactly 0): the text view skips it
@@ -81,9 +75,13 @@ class Viewer:
             labels, note = fit(np.zeros((len(toks), len(toks))), toks, viewer_tokens, long)[1:]
             self.examples.append({"tokens": toks, "labels": labels, "note": note, "m": len(labels)})
 
-    def add(self, epoch: int, w: np.ndarray, analysis: Analysis | None = None) -> None:
-        """w: (L, B, H, T, T) weights of one snapshot; analysis: what its heads do (maps.analysis)."""
-        self.analysis.append(None if analysis is None else self._analysis(analysis))
+    def add(self, epoch: int, w: np.ndarray, analysis: Analysis | None = None, per_head: dict | None = None) -> None:
+        """w: (L, B, H, T, T) weights of one snapshot; analysis: what its heads do (heads.analysis);
+        per_head: its statistics (heads.quantities.measure)."""
+        if analysis is None and not per_head:
+            self.analysis.append(None)
+        else:
+            self.analysis.append(self._analysis(analysis or Analysis(), per_head or {}))
         hs, ti, tw, sc = [], [], [], []
         for b, toks in enumerate(self.tokens):
             n = len(toks)
@@ -106,9 +104,10 @@ class Viewer:
         self.top_w.append(pack(np.concatenate(tw)))
         self.spans.append(sc)
 
-    def _analysis(self, a: Analysis) -> dict:
-        """The viewer's share of an Analysis: roles and scores per head, rollout / flow pooled like the
-        heat maps (one byte a weight), each token's relevance (3 significant digits)."""
+    def _analysis(self, a: Analysis, per_head: dict) -> dict:
+        """The viewer's share of a snapshot's heads: roles and every per-head quantity the viewer
+        shows (heads.quantities), rollout / flow pooled like the heat maps (one byte a weight), each
+        token's relevance (3 significant digits)."""
         def pooled(ms):
             if ms is None:
                 return None
@@ -119,7 +118,8 @@ class Viewer:
             return None if x is None else [float(f"{v:.3g}") for v in np.asarray(x, dtype=float).ravel()]
 
         return {"roles": None if a.roles is None else [str(r) for r in np.asarray(a.roles).ravel()],
-                "scores": {k: digits(v) for k, v in a.scores.items()}, "layer_importance": digits(a.layer_importance),
+                "scores": {k: digits(v) for k, v in quantities.shown("viewer", {**per_head, **a.scores}).items()},
+                "layer_importance": digits(a.layer_importance),
                 "heads_90": a.heads_90, "rollout": pooled(a.rollout), "flow": pooled(a.flow),
                 "relevance": None if a.relevance is None else [
                     {"pred": r["pred"], "true": r["true"], "p": digits(r["pred_scores"]), "t": digits(r["true_scores"])}
@@ -130,16 +130,17 @@ class Viewer:
         data = {"title": title, "layers": layers, "heads": heads, "epochs": self.epochs, "examples": self.examples,
                 "signed": self.signed, "rows": self.rows, "spans": self.spans, "K": K, "scales": SCALES, "scale": scale,
                 "heat": self.heat, "top_i": self.top_i, "top_w": self.top_w, "analysis": self.analysis,
-                "classes": self.class_names, "labels": SCORE_LABELS}
+                "classes": self.class_names, "labels": quantities.labels("viewer")}
         page = fill(TEMPLATE.read_text(), {"__TITLE__": html.escape(title), "__DATA__": script_json(data)})
         path.write_text(page, encoding="utf-8")
 
 
 def write_viewer(path: Path, history: list[tuple], tokens: list[list[str]], viewer_tokens: int,
                  title: str, long: str = "blocks", scale: str = "row", class_names: list[str] | None = None) -> None:
-    """history: (epoch, maps (L, B, H, T, T)[, Analysis]) per snapshot; tokens: per example (their real length)."""
+    """history: (epoch, maps (L, B, H, T, T)[, Analysis[, per-head statistics]]) per snapshot;
+    tokens: per example (their real length)."""
     v = Viewer(tokens, viewer_tokens, long, signed=any(is_signed(h[1]) for h in history), class_names=class_names)
     for epoch, w, *a in history:
-        v.add(epoch, w, a[0] if a else None)
+        v.add(epoch, w, *a)
     L, _, H = history[0][1].shape[:3]
     v.write(path, title, scale, L, H)

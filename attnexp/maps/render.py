@@ -45,7 +45,7 @@ def grid(w_LHTT: np.ndarray, tokens: list[str], title: str, max_tokens: int = 64
     legend = (f"colour: {SCALES[scale]}" + (" (signed: blue < 0 < red)" if signed else "")
               + f"; {rows_note(w_LHTT[..., :n, :n])}" + (f"; {note}" if note else ""))
     if head_scores is None and not signed:  # a head's mean row entropy tells a uniform head from a sharp one
-        from attnexp.maps.stats import row_entropy, shares
+        from attnexp.heads.stats import row_entropy, shares
 
         entropy = row_entropy(shares(w_LHTT[..., :n, :n])).mean(-1)  # (L, H), nats, of rows as shares whatever they sum to
         legend += f"; ent: mean row entropy in nats (uniform over {n} tokens: {np.log(n):.1f})"
@@ -182,8 +182,8 @@ ROLE_COLOURS = {"induction": (214, 39, 40), "previous": (31, 119, 180), "next": 
 
 def roles(roles_LH: np.ndarray, scores: dict[str, np.ndarray], title: str) -> Image.Image:
     """Each head's role as a layers x heads table: a colour per role, the role's name and the score
-    that decided it (maps.roles.THRESHOLDS) in each cell; `mixed` heads show their largest pattern."""
-    from attnexp.maps.roles import SCORES, THRESHOLDS
+    that decided it (heads.roles.THRESHOLDS) in each cell; `mixed` heads show their largest pattern."""
+    from attnexp.heads.roles import SCORES, THRESHOLDS
 
     L, H = roles_LH.shape
     font, small = _font(12), _font(10)

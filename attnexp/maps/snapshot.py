@@ -1,24 +1,27 @@
 """A snapshot of the probe set's maps on disk, the same for the training callback (epochNNN) and
-`attnexp maps`: written by `save`, read back by `latest` (the report, a resumed run). The layout
-(file names, array names) lives here alone."""
+`attnexp maps`: written by `save`, found by `latest` and read back by `read` (the report, a resumed
+run's viewer, the scripts). The layout (file names, array names) and the size checks of a
+stranger's file live here alone."""
 
 from __future__ import annotations
 
 import math
 import zipfile
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from attnexp.config import MapsConfig
+from attnexp.heads import quantities
+from attnexp.heads.quantities import STAT_PREFIX
+from attnexp.heads.record import Analysis
 
 if TYPE_CHECKING:
-    from attnexp.maps.analysis import Analysis
-    from attnexp.maps.probe import Probe
+    from attnexp.heads.probe import Probe
 
-STAT_PREFIX = "stat_"
 START = -1  # the snapshot taken before training, kept in the viewer's epochs as -1 and shown as "start"
 
 
@@ -92,8 +95,7 @@ def check_sizes(path: Path | str) -> None:
 
 @contextmanager
 def opened(path: Path | str):
-    """The snapshot's arrays (np.load without pickle), once `check_sizes` passed: every reader of a
-    snapshot (the report, a resumed run's viewer, the analysis) comes through here."""
+    """The snapshot's arrays (np.load without pickle), once `check_sizes` passed."""
     check_sizes(path)
     try:
         with np.load(path, allow_pickle=False) as z:
@@ -102,13 +104,75 @@ def opened(path: Path | str):
         raise SnapshotError(f"unreadable ({str(e)[:80]})") from None
 
 
-def head_stats(path: Path | str) -> dict[str, np.ndarray]:
-    """The per-head statistics (name -> (L, H)) and alignment scores of one snapshot."""
+@dataclass
+class Snapshot:
+    """One snapshot read back: every per-head quantity it holds (heads.quantities, name -> (L, H)),
+    what the analysis found (roles, layer importance, rollout / flow, relevance, what was skipped;
+    its `scores` are the analysed quantities), and, when asked for, the weights (L, B, H, T, T)."""
+
+    path: Path
+    per_head: dict[str, np.ndarray] = field(default_factory=dict)
+    analysis: Analysis = field(default_factory=Analysis)
+    weights: np.ndarray | None = None
+    epoch: int | None = None
+    step: int | None = None
+
+
+def read(path: Path | str, weights: bool = False) -> Snapshot:
+    """The snapshot at `path` (SnapshotError if it is not one attnexp could have written); the
+    weights are inflated only when asked for. Every reader of a snapshot comes through here."""
     with opened(path) as z:
-        out = {k[len(STAT_PREFIX):]: np.asarray(z[k], dtype=float) for k in z.files if k.startswith(STAT_PREFIX)}
-        if "alignment" in z.files:
-            out["alignment"] = np.asarray(z["alignment"], dtype=float)
+        found = set(z.files)
+        per_head = {name: np.asarray(z[m], dtype=float) for m in sorted(found) if (name := quantities.of_member(m))}
+        per_head.update({m[len(STAT_PREFIX):]: np.asarray(z[m], dtype=float) for m in sorted(found)
+                         if m.startswith(STAT_PREFIX) and m[len(STAT_PREFIX):] not in per_head})  # a newer attnexp's
+        a = _analysis(z, found, per_head)
+        return Snapshot(Path(path), per_head, a, np.asarray(z["weights"]) if weights and "weights" in found else None,
+                        int(z["epoch"]) if "epoch" in found and z["epoch"].size == 1 else None,
+                        int(z["step"]) if "step" in found and z["step"].size == 1 else None)
+
+
+def analysis_members(a: Analysis) -> dict[str, np.ndarray]:
+    """What a snapshot keeps of an Analysis besides its per-head scores: plain arrays only."""
+    out: dict[str, np.ndarray] = {}
+    if a.roles is not None:
+        out["roles"] = np.asarray(a.roles, dtype=str)
+    if a.layer_importance is not None:
+        out["layer_importance"] = a.layer_importance
+    for name in ("rollout", "flow"):
+        for b, m in enumerate(getattr(a, name) or []):
+            out[f"{name}_ex{b}"] = m.astype(np.float32)
+    for b, r in enumerate(a.relevance or []):
+        out[f"relevance_pred_ex{b}"] = np.array([r["pred"]])
+        out[f"relevance_pred_scores_ex{b}"] = r["pred_scores"].astype(np.float32)
+        if r["true"] is not None:
+            out[f"relevance_true_ex{b}"] = np.array([r["true"]])
+            out[f"relevance_true_scores_ex{b}"] = r["true_scores"].astype(np.float32)
+    for name in ("skipped", "notes"):
+        if getattr(a, name):
+            out[name] = np.array([f"{k}: {v}" for k, v in getattr(a, name).items()], dtype=str)
     return out
+
+
+def _analysis(z, files: set[str], per_head: dict[str, np.ndarray]) -> Analysis:
+    """The Analysis `analysis_members` saved, back: a resumed run's viewer shows its earlier epochs' roles,
+    scores, rollout and relevance too."""
+    a = Analysis(scores={k: v for k, v in per_head.items()
+                         if k in quantities.QUANTITIES and quantities.QUANTITIES[k].kind in quantities.ANALYSED})
+    a.roles = np.asarray(z["roles"], dtype=str) if "roles" in files else None
+    a.layer_importance = np.asarray(z["layer_importance"], dtype=float) if "layer_importance" in files else None
+    for name in ("rollout", "flow"):
+        found = sorted((int(k.rsplit("_ex", 1)[1]), k) for k in files if k.startswith(f"{name}_ex"))
+        setattr(a, name, [np.asarray(z[k], dtype=float) for _, k in found] or None)
+    preds = sorted(int(k.rsplit("_ex", 1)[1]) for k in files if k.startswith("relevance_pred_ex"))
+    a.relevance = [{"pred": int(z[f"relevance_pred_ex{b}"][0]), "pred_scores": np.asarray(z[f"relevance_pred_scores_ex{b}"]),
+                    "true": int(z[f"relevance_true_ex{b}"][0]) if f"relevance_true_ex{b}" in files else None,
+                    "true_scores": np.asarray(z[f"relevance_true_scores_ex{b}"]) if f"relevance_true_ex{b}" in files
+                    else None} for b in preds] or None
+    for name in ("skipped", "notes"):
+        if name in files:
+            setattr(a, name, dict(str(x).split(": ", 1) for x in z[name] if ": " in str(x)))
+    return a
 
 
 def latest(maps_dir: Path | str | None, say=None) -> Path | None:
@@ -124,21 +188,9 @@ def latest(maps_dir: Path | str | None, say=None) -> Path | None:
     return None
 
 
-def latest_head_stats(maps_dir: Path | str, say=None) -> dict[str, np.ndarray]:
-    """The last snapshot's statistics, or {} when the run kept no (readable) maps."""
-    found = latest(maps_dir, say)
-    return head_stats(found) if found else {}
-
-
-def roles(path: Path | str) -> np.ndarray | None:
-    """The (L, H) role names a snapshot saved (maps.roles), or None."""
-    with opened(path) as z:
-        return np.asarray(z["roles"], dtype=str) if "roles" in z.files else None
-
-
 def head_pictures(a: Analysis, title: str) -> dict[str, tuple]:
-    """The analysis's pictures of the heads, name -> (image, PNG bytes): `roles` (maps.roles) and
-    `importance` (maps.importance), each a layers x heads table."""
+    """The analysis's pictures of the heads, name -> (image, PNG bytes): `roles` (heads.roles) and
+    `importance` (heads.importance), each a layers x heads table."""
     from attnexp.maps import render
 
     images = {}
@@ -149,29 +201,31 @@ def head_pictures(a: Analysis, title: str) -> dict[str, tuple]:
     return {name: (img, render.to_png(img)) for name, img in images.items()}
 
 
-def save(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, head_stats: dict, title: str,
-         view: MapsConfig, scores: np.ndarray | None = None, analysis: Analysis | None = None,
-         **meta) -> tuple[list, dict[str, tuple]]:
+def save(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, per_head: dict, title: str,
+         view: MapsConfig, analysis: Analysis | None = None, **meta) -> tuple[list, dict[str, tuple]]:
     """One snapshot of the probe set's maps, the same for the callback (epochNNN) and `attnexp maps`:
-    <stem>.npz (fp16 weights (L, B, H, T, T), tokens (B, T) and lengths (B,), stat_<name> (L, H):
-    the statistics and the analysis's scores, roles (L, H), rollout_exK / flow_exK (n, n),
-    relevance_*_exK, alignment and `meta`), <stem>_roles.png and <stem>_importance.png
-    (`head_pictures`), and a PNG grid per example, <stem>_exK.png, its heads titled with their roles
-    and a last row of rollout (and flow). Returns (grid, PNG bytes) per example (the paletted grid
-    doubles as a GIF frame, the bytes go to the loggers as they are) and the head pictures."""
+    <stem>.npz (fp16 weights (L, B, H, T, T), tokens (B, T) and lengths (B,), each per-head quantity
+    (`per_head` and the analysis's scores) as its member, roles (L, H), rollout_exK / flow_exK (n, n),
+    relevance_*_exK and `meta`), <stem>_roles.png and <stem>_importance.png (`head_pictures`), and a
+    PNG grid per example, <stem>_exK.png, its heads titled with their roles (or their alignment
+    score) and a last row of rollout (and flow). Returns (grid, PNG bytes) per example (the
+    paletted grid doubles as a GIF frame, the bytes go to the loggers as they are) and the head
+    pictures."""
     from attnexp.maps import render
 
     a = analysis
-    per_head = {**head_stats, **(a.scores if a else {})}
-    extra = {**meta, **({"alignment": scores} if scores is not None else {}), **(a.arrays() if a else {})}
+    values = {**per_head, **(a.scores if a else {})}
+    members = {(quantities.QUANTITIES[k].member if k in quantities.QUANTITIES else f"{STAT_PREFIX}{k}"): v
+               for k, v in values.items()}
     T = max(probe.lengths)  # tokens as a (B, T) string array padded with "": no pickled objects, np.load reads it safely
     np.savez_compressed(out_dir / f"{stem}.npz", weights=w.astype(np.float16), lengths=np.array(probe.lengths),
                         tokens=np.array([list(t) + [""] * (T - len(t)) for t in probe.tokens], dtype=str),
-                        **{f"{STAT_PREFIX}{k}": v for k, v in per_head.items()}, **extra)
+                        **members, **(analysis_members(a) if a else {}), **meta)
     pictures = head_pictures(a, title) if a is not None else {}
     for name, (_, png) in pictures.items():
         (out_dir / f"{stem}_{name}.png").write_bytes(png)
     grids = []
+    scores = per_head.get("alignment")
     note = " · (alignment score)" if scores is not None else ""
     for b, toks in enumerate(probe.tokens):
         panels = [("rollout (every layer)", a.rollout[b] if a.rollout else None),

@@ -69,7 +69,7 @@ class Loaded:
     # -- text -------------------------------------------------------------------------------------
     def probe(self, texts: list[str], pairs: list[str] | None = None, say_unknown: bool = True):
         """The texts as a Probe (ids cut to the model's max_len; a BERT pair gets its token types)."""
-        from attnexp.maps.probe import Probe
+        from attnexp.heads.probe import Probe
 
         if self.pretrained:
             encs = [self.encoder.encode(t, p) for t, p in zip(texts, pairs or [None] * len(texts))]
@@ -102,16 +102,16 @@ class Loaded:
     def attention(self, text: str, pair: str | None = None) -> tuple[list[str], np.ndarray]:
         """(tokens, weights (layers, heads, T, T)): the post-softmax maps the model applies to V,
         through the same weight-returning path a training run's snapshots use."""
-        from attnexp.maps.probe import attention_maps
+        from attnexp.heads.probe import attention_maps
 
         probe = self.probe([text], [pair] if pair else None, say_unknown=False)
         return probe.tokens[0], attention_maps(self.model, probe, self.pad_id)[:, 0]
 
     def analysis(self, text: str, view: MapsConfig | None = None):
-        """What attnexp.maps.analysis finds for `text` (roles and pattern scores per head, rollout,
+        """What attnexp.heads.analysis finds for `text` (roles and pattern scores per head, rollout,
         and for a classifier the relevance of each token): an Analysis."""
-        from attnexp.maps.analysis import analyse, context_of
-        from attnexp.maps.probe import attention_maps
+        from attnexp.heads.analysis import analyse, context_of
+        from attnexp.heads.probe import attention_maps
 
         probe = self.probe([text], say_unknown=False)
         w = attention_maps(self.model, probe, self.pad_id)
@@ -134,9 +134,9 @@ class Loaded:
         """attnexp's viewer of `texts` as one self-contained page (no network)."""
         import tempfile
 
-        from attnexp.maps.analysis import analyse, context_of
+        from attnexp.heads.analysis import analyse, context_of
+        from attnexp.heads.probe import attention_maps
         from attnexp.maps.html import write_viewer
-        from attnexp.maps.probe import attention_maps
 
         view = view or MapsConfig()
         probe = self.probe(texts, say_unknown=False)

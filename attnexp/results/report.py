@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from attnexp.config import higher_is_better
+from attnexp.heads import quantities
 from attnexp.maps import snapshot
-from attnexp.maps.stats import LABELS
 from attnexp.results.compare import Table, peak_mb, status_of, value
 from attnexp.results.summary import Status
 
@@ -113,20 +113,27 @@ def say(line: str) -> None:
     print(f"attnexp compare: {line}", file=sys.stderr)
 
 
-def head_stats(t: Table) -> str:
-    """Per-head statistics of the last maps of each run, over every head of every seed of a group."""
+def _last_snapshot(run: dict, said: bool = False) -> snapshot.Snapshot | None:
+    """A run's newest readable snapshot (snapshot.latest; what is left out is said once, `said`)."""
+    maps = (run.get("attention_maps") or {}).get("dir")
+    found = snapshot.latest(maps, None if said else say) if isinstance(maps, str) else None
+    return snapshot.read(found) if found else None
+
+
+def per_head_figure(t: Table) -> str:
+    """The per-head quantities the report shows (heads.quantities), of the last maps of each run,
+    over every head of every seed of a group."""
     import matplotlib.pyplot as plt
 
     per_group = []
     for st, idx in t.groups():
         vals: dict[str, list] = {}
         for i in idx:
-            maps = (t.runs[i][1].get("attention_maps") or {}).get("dir")
-            for name, a in (snapshot.latest_head_stats(maps, say) if isinstance(maps, str) else {}).items():
-                if name in LABELS:
-                    vals.setdefault(name, []).extend(a.ravel().tolist())
+            snap = _last_snapshot(t.runs[i][1])
+            for name, a in quantities.shown("report", snap.per_head if snap else {}).items():
+                vals.setdefault(name, []).extend(a.ravel().tolist())
         per_group.append((st, vals))
-    shown = [(n, label) for n, label in LABELS.items() if any(n in v for _, v in per_group)]
+    shown = [(n, label) for n, label in quantities.labels("report").items() if any(n in v for _, v in per_group)]
     if not shown:
         return ""
     fig, axes = plt.subplots(1, len(shown), figsize=(3.4 * len(shown), 3.4), squeeze=False)
@@ -141,26 +148,23 @@ def head_stats(t: Table) -> str:
         ax.grid(alpha=0.3)
     legend = "; ".join(f"g{i + 1} = {label}" for i, label in enumerate(labels))
     return _figure(_svg(fig), f"Per-head statistics of each run's last attention maps (every head of every seed of a "
-                              f"group): {legend}.")
+                              f"group): {'; '.join(title for _, title in shown)}. {legend}.")
 
 
 def _last_analysis(run: dict) -> tuple[np.ndarray | None, np.ndarray | None]:
     """(importance (L, H) or None, roles (L, H) or None) of a run's last snapshot."""
-    maps = (run.get("attention_maps") or {}).get("dir")
-    found = snapshot.latest(maps) if isinstance(maps, str) else None  # head_stats said what it left out
-    if found is None:
-        return None, None
-    return snapshot.head_stats(found).get("importance"), snapshot.roles(found)
+    snap = _last_snapshot(run, said=True)  # per_head_figure said what it left out
+    return (None, None) if snap is None else (snap.per_head.get("importance"), snap.analysis.roles)
 
 
 def importance_and_roles(t: Table) -> str:
-    """Per group: how many heads carry 90% of the total importance (maps.importance: the loss
+    """Per group: how many heads carry 90% of the total importance (heads.importance: the loss
     increase with each head silenced) in each run's last snapshot, the cumulative share of the
     importance against heads (most important first, mean over seeds), and how many heads took each
-    role (maps.roles)."""
+    role (heads.roles)."""
     import matplotlib.pyplot as plt
 
-    from attnexp.maps.importance import SHARE, heads_for_share
+    from attnexp.heads.importance import SHARE, heads_for_share
 
     rows, curves_, role_rows = [], [], []
     for st, idx in t.groups():
@@ -194,7 +198,7 @@ def importance_and_roles(t: Table) -> str:
     if role_rows:
         cols = ["group", *sorted({k for r in role_rows for k in r if k != "group"})]
         parts += ["<p class=note>Heads per role in each run's last snapshot, summed over a group's seeds "
-                  "(attnexp.maps.roles):</p>", _table(cols, [{c: r.get(c, 0) for c in cols} for r in role_rows])]
+                  "(attnexp.heads.roles):</p>", _table(cols, [{c: r.get(c, 0) for c in cols} for r in role_rows])]
     return "".join(parts)
 
 
@@ -264,7 +268,7 @@ def write_report(path: Path, t: Table, cols: list[str], rows: list[dict], gcols:
                   "uses Student's t over seeds; <b>vs best</b> is Welch's t-test against the best group (★): "
                   "\"~\" marks a difference within noise (p &gt; 0.05).</p>", _table(gcols, grows, best_mark=True)]
     parts += ["<h2>Training curves</h2>", curves(t), "<h2>Quality, throughput and memory</h2>", tradeoffs(t),
-              "<h2>What the heads do</h2>", head_stats(t) or "<p class=note>no attention maps in these runs</p>",
+              "<h2>What the heads do</h2>", per_head_figure(t) or "<p class=note>no attention maps in these runs</p>",
               "<h2>Which heads matter</h2>", importance_and_roles(t) or "<p class=note>no head importance or roles in "
                                                                          "these runs (maps.importance=true)</p>",
               "<h2>Every run</h2>", runs_table(t, path)]

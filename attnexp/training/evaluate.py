@@ -84,8 +84,8 @@ def evaluate(ckpt_path: str | Path, split: str = "test", overrides: list[str] = 
 
 def draw_split_maps(model, dm, split: str, folder: Path) -> None:
     """The maps of the split's first examples (as a run's snapshots draw the validation probe)."""
+    from attnexp.heads.probe import probe_from
     from attnexp.maps import draw
-    from attnexp.maps.probe import probe_from
 
     view = MapsConfig()
     probe = probe_from(dm, [], view.n_examples, split)

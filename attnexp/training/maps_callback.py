@@ -17,10 +17,12 @@ from PIL import Image
 
 from attnexp.compat.lightning import steps_logged
 from attnexp.config import ALIGN_BEST, MapsConfig
-from attnexp.maps import render, snapshot, stats
-from attnexp.maps.analysis import Analysis, Context, analyse, analysis_from, context_of
+from attnexp.heads import quantities
+from attnexp.heads.analysis import Analysis, Context, analyse, context_of
+from attnexp.heads.probe import Probe, attention_maps, probe_from
+from attnexp.heads.quantities import Maps
+from attnexp.maps import render, snapshot
 from attnexp.maps.html import Viewer
-from attnexp.maps.probe import Probe, attention_maps, probe_from
 from attnexp.maps.view import is_signed
 from attnexp.training.loggers import log_histogram, log_image, log_table
 
@@ -61,14 +63,14 @@ class AttentionMaps(L.Callback):
             return
         start = self.dir / f"{snapshot.stem(snapshot.START)}.npz"
         if trainer.ckpt_path:  # a resumed run: its first part took the start; the model now is not the start
-            if start.is_file():
-                self._start = self._read(start, lambda z: z["weights"].astype(np.float32))
+            if start.is_file() and (snap := self._read(start)) is not None:
+                self._start = snap.weights.astype(np.float32)
         elif trainer.is_global_zero:
             self._take_start(trainer, pl_module)
         for epoch in self._resumed_epochs:
             npz = self.dir / f"{snapshot.stem(epoch)}.npz"
-            if npz.is_file():
-                self._read(npz, lambda z, epoch=epoch: self._add_to_viewer(epoch, z["weights"], analysis_from(z)))
+            if npz.is_file() and (snap := self._read(npz)) is not None:
+                self._add_to_viewer(epoch, snap.weights, snap.analysis, snap.per_head)
             if self.cfg.animation:
                 for b in range(len(self.probe.tokens)):
                     png = self.dir / f"{snapshot.stem(epoch)}_ex{b}.png"
@@ -77,15 +79,18 @@ class AttentionMaps(L.Callback):
         self._resumed_epochs = []
 
     @staticmethod
-    def _read(path: Path, use):
-        """use(arrays) of a snapshot the first part of a resumed run wrote; one that is not a
-        snapshot (`snapshot.check_sizes`) is left out with one line."""
+    def _read(path: Path) -> snapshot.Snapshot | None:
+        """A snapshot the first part of a resumed run wrote, weights included; one that is not a
+        snapshot (`snapshot.read`) is left out with one line."""
         try:
-            with snapshot.opened(path) as z:
-                return use(z)
+            snap = snapshot.read(path, weights=True)
         except snapshot.SnapshotError as e:
             log.warning("maps: left out %s: %s", path, e)
             return None
+        if snap.weights is None:
+            log.warning("maps: left out %s: it holds no weights", path)
+            return None
+        return snap
 
     def _take_start(self, trainer, pl_module) -> None:
         """The maps before the first step: the reference every later snapshot's drift is measured from."""
@@ -93,10 +98,10 @@ class AttentionMaps(L.Callback):
         self._start = w
         self.dir.mkdir(parents=True, exist_ok=True)
         a = self.analyse(trainer, pl_module, w)
-        grids, _ = snapshot.save(self.dir, snapshot.stem(snapshot.START), w, self.probe,
-                                 stats.head_stats(w, self.probe.lengths), "start (before training)", self.cfg, analysis=a,
-                                 epoch=snapshot.START, step=0)
-        self._add_to_viewer(snapshot.START, w, a)
+        per_head = quantities.measure(Maps(w, self.probe.lengths, targets=self.probe.targets))
+        grids, _ = snapshot.save(self.dir, snapshot.stem(snapshot.START), w, self.probe, per_head,
+                                 "start (before training)", self.cfg, analysis=a, epoch=snapshot.START, step=0)
+        self._add_to_viewer(snapshot.START, w, a, per_head)
         if self.cfg.animation:
             for b, (img, _) in enumerate(grids):
                 self.frames.setdefault(b, []).append(img)
@@ -108,25 +113,21 @@ class AttentionMaps(L.Callback):
         if trainer.is_global_zero:  # one probe pass, on rank 0 (the other ranks hold the same weights)
             w = attention_maps(pl_module.model, self.probe, trainer.datamodule.pad_id)
             log.info("attention maps of epoch %d: %d examples", trainer.current_epoch, len(self.probe.ids))
-            s = stats.head_stats(w, self.probe.lengths)
-            if self._start is not None and self._start.shape == w.shape:
-                s["drift"] = stats.drift(w, self._start, self.probe.lengths)
+            s = quantities.measure(Maps(w, self.probe.lengths, self._start, self.probe.targets))
             a = self.analyse(trainer, pl_module, w)
             per_head = {**s, **a.scores}
-            scalars = {**stats.flat(per_head, per_head=self.cfg.head_scalars), **a.scalars()}
-            scores = None
-            if self.probe.targets:
-                scores = stats.alignment(w, self.probe.targets)
+            scalars = {**quantities.flat(per_head, per_head=self.cfg.head_scalars), **a.scalars()}
+            if "alignment" in s:
+                scores = s["alignment"]
                 layer, head = np.unravel_index(scores.argmax(), scores.shape)
                 self.last_alignment = {"best": float(scores.max()), "layer": int(layer), "head": int(head)}
                 best = float(scores.max())
                 scalars.update({"align/best_layer": float(layer), "align/best_head": float(head)})
-                scalars.update(stats.flat({"alignment": scores}, prefix="align"))
             for lg in trainer.loggers:  # straight to the loggers: ~50 scalars through self.log cost ~20 ms an epoch
                 lg.log_metrics(scalars, step=logger_step(trainer))
-            for name, values in per_head.items():  # every head's value, one histogram a statistic (cheap: no picture)
+            for name, values in quantities.shown("histogram", per_head).items():  # one histogram a quantity (no picture)
                 log_histogram(trainer.loggers, f"heads/{name}", np.asarray(values, dtype=float).ravel(), logger_step(trainer))
-            self.save(trainer, w, s, scores, a)
+            self.save(trainer, w, s, a)
         if self.probe.targets:  # every rank logs it, so checkpoint.monitor=align/best works everywhere
             pl_module.log(ALIGN_BEST, trainer.strategy.broadcast(best, src=0), on_epoch=True)
 
@@ -147,12 +148,12 @@ class AttentionMaps(L.Callback):
         return analyse(pl_module.model, self.probe, w, trainer.datamodule.pad_id, self.cfg, self.context(trainer, pl_module))
 
     @rank_zero_only
-    def save(self, trainer, w: np.ndarray, s: dict, scores, a: Analysis) -> None:
+    def save(self, trainer, w: np.ndarray, s: dict, a: Analysis) -> None:
         epoch, step = trainer.current_epoch, trainer.global_step
         self.dir.mkdir(parents=True, exist_ok=True)
         grids, pictures = snapshot.save(self.dir, snapshot.stem(epoch), w, self.probe, s, f"epoch {epoch} (step {step})",
-                                        self.cfg, scores, analysis=a, epoch=epoch, step=step)
-        self._add_to_viewer(epoch, w, a)
+                                        self.cfg, analysis=a, epoch=epoch, step=step)
+        self._add_to_viewer(epoch, w, a, s)
         self._last = w
         for b, (img, png) in enumerate(grids):
             if self.cfg.animation:
@@ -161,7 +162,7 @@ class AttentionMaps(L.Callback):
                 log_image(trainer.loggers, f"attention_maps/example{b}", img, png, logger_step(trainer))
         for name, (img, png) in pictures.items() if self.cfg.images_to_logger else ():
             log_image(trainer.loggers, f"head_{name}", img, png, logger_step(trainer))
-        log_stats_table(trainer, {**s, **a.scores}, logger_step(trainer), a.roles)
+        log_stats_table(trainer, quantities.shown("table", {**s, **a.scores}), logger_step(trainer), a.roles)
 
     def on_fit_end(self, trainer, pl_module):
         self.finish(trainer)
@@ -183,14 +184,14 @@ class AttentionMaps(L.Callback):
 
             bertviz_export.write(self.dir, self._last, self.probe)
 
-    def _add_to_viewer(self, epoch: int, w: np.ndarray, a: Analysis | None = None) -> None:
+    def _add_to_viewer(self, epoch: int, w: np.ndarray, a: Analysis | None = None, per_head: dict | None = None) -> None:
         if not self.cfg.html:
             return
         if self.viewer is None:  # signed or not is the variant's, fixed by the first snapshot
             self.viewer = Viewer(self.probe.tokens, self.cfg.viewer_tokens, self.cfg.long, signed=is_signed(w),
                                  class_names=self._class_names)
             self.shape = (w.shape[0], w.shape[2])
-        self.viewer.add(epoch, w, a)
+        self.viewer.add(epoch, w, a, per_head)
 
 
 def logger_step(trainer) -> int:

@@ -106,8 +106,8 @@ class AttnexpModule(L.LightningModule):
     @torch.no_grad()
     def evaluate(self, batch: dict, head_mask_LH: torch.Tensor | None = None) -> tuple[float, float]:
         """(loss, accuracy) of the model in eval mode on one batch, with some heads silenced
-        (head_mask_LH: 1 keeps, 0 silences): head importance (attnexp.maps.importance)."""
-        from attnexp.maps.probe import eval_mode
+        (head_mask_LH: 1 keeps, 0 silences): head importance (attnexp.heads.importance)."""
+        from attnexp.heads.probe import eval_mode
 
         with eval_mode(self.model):
             dev = self.device

@@ -58,8 +58,8 @@ def test_its_previous_and_next_token_heads_are_found():
     two that scripts/minilm_heads.py finds on 300 20 Newsgroups sentences."""
     pytest.importorskip("transformers")
     from attnexp.api import maps_source_pretrained
-    from attnexp.maps import roles
-    from attnexp.maps.probe import attention_maps
+    from attnexp.heads import roles
+    from attnexp.heads.probe import attention_maps
 
     texts = ["The keys to the cabinet are on the table.", "I have been running Linux on my laptop for two years.",
              "Does anyone know where to find the drivers for this card?", "The game went into overtime after a late goal.",

@@ -56,8 +56,8 @@ def test_the_viewer_of_a_run_in_a_folder_named_like_markup_runs_nothing(tmp_path
 
 def test_bertviz_pages_keep_a_hostile_vocabulary_as_text(tmp_path):
     pytest.importorskip("bertviz")
+    from attnexp.heads.probe import Probe
     from attnexp.maps import bertviz_export
-    from attnexp.maps.probe import Probe
 
     tokens = ["[CLS]", f"</script>{PAYLOAD}", "<!--<script>", "[SEP]"]
     w = np.full((1, 1, 2, 4, 4), 0.25, dtype=np.float32)
@@ -103,7 +103,7 @@ def test_the_text_view_leaves_out_the_keys_a_causal_query_cannot_see(tmp_path):
 
 
 def test_roles_class_names_and_relevance_from_strangers_stay_text_in_every_analysis_view(tmp_path):
-    from attnexp.maps.analysis import Analysis
+    from attnexp.heads.analysis import Analysis
 
     n = 4
     w = diagonal(n)

@@ -1,4 +1,4 @@
-"""What the heads do and which matter (attnexp.maps.analysis): hand-built models and maps whose
+"""What the heads do and which matter (attnexp.heads.analysis): hand-built models and maps whose
 answers are known, so each method is checked against the answer, not against itself."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from attnexp.config import AttentionConfig, MapsConfig, ModelConfig
-from attnexp.maps import analysis, explain, importance, roles
-from attnexp.maps.probe import Probe, attention_maps
+from attnexp.heads import analysis, explain, importance, roles
+from attnexp.heads.probe import Probe, attention_maps
 from attnexp.model import Transformer
 
 ONLY_ROLES = MapsConfig(roles=True, importance=False, rollout=False, flow=False, relevance=False)
@@ -251,8 +251,11 @@ def test_an_analysis_survives_its_snapshot_arrays(tmp_path):
                           rollout=[np.eye(3), np.eye(2)],
                           relevance=[{"pred": 1, "pred_scores": np.ones(3), "true": 0, "true_scores": np.zeros(3)}],
                           skipped={"flow": "why: not"}, notes={"rollout": "shares"})
-    np.savez(tmp_path / "s.npz", **a.arrays(), **{f"stat_{k}": v for k, v in a.scores.items()})
-    b = analysis.analysis_from(np.load(tmp_path / "s.npz", allow_pickle=False))
+    from attnexp.maps import snapshot
+
+    np.savez(tmp_path / "s.npz", **snapshot.analysis_members(a), **{f"stat_{k}": v for k, v in a.scores.items()},
+             stat_entropy=np.ones((2, 3)))
+    b = snapshot.read(tmp_path / "s.npz").analysis  # the statistics are the snapshot's, the scores the analysis's
     assert set(b.scores) == set(a.scores) and (b.roles == a.roles).all() and b.heads_90 == a.heads_90 == 4  # 5+4+3+2 of 15
     assert [x.shape for x in b.rollout] == [(3, 3), (2, 2)] and b.skipped == a.skipped and b.notes == a.notes
     assert b.relevance[0]["pred"] == 1 and b.relevance[0]["true"] == 0

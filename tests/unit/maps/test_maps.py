@@ -14,7 +14,7 @@ import torch
 from attnexp import attention
 from attnexp.api import load_run, train
 from attnexp.config import AttentionConfig, ModelConfig
-from attnexp.maps import stats
+from attnexp.heads import quantities, stats
 from attnexp.model import Transformer
 from helpers.runs import compose_cfg
 from helpers.variants import EXTRA
@@ -44,19 +44,19 @@ def test_statistics_on_known_maps():
     uniform = np.zeros((1, 2, 2, T, T))
     for b, n in enumerate(lengths):
         uniform[0, b, :, :n, :n] = 1.0 / n
-    s = stats.head_stats(uniform, lengths)
+    s = quantities.measure(quantities.Maps(uniform, lengths))
     want_entropy = (4 * np.log(4) + 3 * np.log(3)) / 7  # mean over the 7 real query rows
     np.testing.assert_allclose(s["entropy"], want_entropy, rtol=1e-6)
     np.testing.assert_allclose(s["head_diversity"], 0, atol=1e-9)  # identical heads
     first = np.zeros((1, 1, 2, T, T))
     first[..., 0] = 1.0  # every query on the first token
-    s = stats.head_stats(first, [T])
+    s = quantities.measure(quantities.Maps(first, [T]))
     np.testing.assert_allclose(s["first_token"], 1.0)
     np.testing.assert_allclose(s["distance"], np.mean(np.arange(T)))
     prev = np.zeros((1, 1, 2, T, T))
     prev[0, 0, 0] = np.eye(T)  # head 0: itself; head 1: the first token
     prev[0, 0, 1, :, 0] = 1.0
-    assert stats.head_stats(prev, [T])["head_diversity"][0, 0] > 0.3
+    assert quantities.measure(quantities.Maps(prev, [T]))["head_diversity"][0, 0] > 0.3
     assert stats.alignment(prev, [[(2, 2), (3, 3)]])[0].tolist() == [1.0, 0.0]
 
 
@@ -194,7 +194,7 @@ def test_the_probe_leaves_a_frozen_encoder_in_eval_mode():
     probe used to end with `model.train(True)`, which switched it back on for the rest of the run
     (failed before eval_mode restored each submodule's own mode)."""
     from attnexp.config import OptimConfig, TaskConfig
-    from attnexp.maps.probe import Probe, attention_maps
+    from attnexp.heads.probe import Probe, attention_maps
     from attnexp.training.module import AttnexpModule
 
     m = AttnexpModule.from_configs(ModelConfig(n_layers=1, d_model=16, n_heads=2, max_len=8, dropout=0.1),

@@ -203,7 +203,7 @@ def test_snapshots_that_would_inflate_or_are_not_npz_are_left_out_in_one_line(tw
     page = (tmp_path / "report.html").read_text()
     assert "Per-head statistics" in page  # epoch000's statistics, the newest readable snapshot
     with pytest.raises(snapshot.SnapshotError, match="not an .npz file"):
-        snapshot.head_stats(tmp_path / "layers2" / "maps" / "epoch001.npz")
+        snapshot.read(tmp_path / "layers2" / "maps" / "epoch001.npz")
 
 
 def test_a_snapshot_whose_weights_disagree_with_its_own_shapes_is_refused(tmp_path):
@@ -215,9 +215,9 @@ def test_a_snapshot_whose_weights_disagree_with_its_own_shapes_is_refused(tmp_pa
     np.savez(path, weights=np.zeros((2, 1, 4, 30, 30), np.float16), tokens=np.array([["a"] * 3]),
              stat_entropy=np.ones((2, 4)))
     with pytest.raises(snapshot.SnapshotError, match=r"not the \(layers, examples, heads, tokens, tokens\) = \(2, 1, 4, 3, 3\)"):
-        snapshot.head_stats(path)
+        snapshot.read(path)
     np.savez(path, weights=np.zeros((2, 1, 4, 3, 3), np.float16), tokens=np.array([["a"] * 3]), stat_entropy=np.ones((2, 4)))
-    assert snapshot.head_stats(path)["entropy"].shape == (2, 4)
+    assert snapshot.read(path).per_head["entropy"].shape == (2, 4)
 
 
 def test_runs_whose_losses_mean_different_things_are_ranked_apart(tmp_path, capsys):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnexp.maps.stats import _rows, row_entropy, shares
+from attnexp.heads.stats import _rows, row_entropy, shares
 
 SEPARATORS = {"[SEP]", "[EOS]", "</s>", "<|endoftext|>"}
 PUNCTUATION = set(".,;:!?()[]{}\"'-")

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attnexp.maps.stats import shares
+from attnexp.heads.stats import shares
 
 
 class Unsupported(ValueError):
@@ -93,7 +93,7 @@ def gradient_relevance(model, ids: torch.Tensor, pad_mask: torch.Tensor, classes
     forward pass) and per example b, (n_b,) the relevance of each input token to logit `classes[b]`
     (Chefer et al.'s gradient x attention rule, module docstring). The model must be a classifier;
     its maps must be the tensors its output was computed from (every attnexp variant returns those)."""
-    from attnexp.maps.probe import eval_mode
+    from attnexp.heads.probe import eval_mode
 
     frozen = [p for p in model.parameters() if not p.requires_grad]  # a frozen encoder's maps need a graph too
     try:

@@ -8,91 +8,15 @@ honestly for these maps is left out and says why (`Analysis.skipped`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from attnexp.config import MapsConfig
-from attnexp.maps import explain, importance, roles
-from attnexp.maps.probe import Probe, attention_maps
-
-# the per-head scores an Analysis adds to a snapshot's stat_ arrays (the rest are maps.stats')
-ANALYSIS_SCORES = (*roles.SCORES, "induction", "prev_token_rep", "importance", "importance_acc")
-
-
-@dataclass
-class Analysis:
-    scores: dict[str, np.ndarray] = field(default_factory=dict)  # (L, H) each: patterns, induction pair, importance
-    roles: np.ndarray | None = None  # (L, H) role names (roles.ROLES, or "mixed")
-    layer_importance: np.ndarray | None = None  # (L,): the loss change with every head of a layer silenced
-    rollout: list[np.ndarray] | None = None  # per example (n, n): output position <- input token, all layers
-    flow: list[np.ndarray] | None = None  # per example (n, n), as rollout
-    relevance: list[dict] | None = None  # per example: pred / true class and each token's relevance to each
-    skipped: dict[str, str] = field(default_factory=dict)  # method -> why it was not computed
-    notes: dict[str, str] = field(default_factory=dict)  # method -> what it did with maps that are not distributions
-
-    @property
-    def heads_90(self) -> int | None:
-        """How many heads carry 90% of the total importance (None without importance)."""
-        imp = self.scores.get("importance")
-        return None if imp is None else importance.heads_for_share(imp)
-
-    def scalars(self) -> dict[str, float]:
-        """Run-level scalars beside the per-head ones (`stats.flat(self.scores)`)."""
-        out = {}
-        if self.heads_90 is not None:
-            out["attn/heads_90"] = float(self.heads_90)
-        if self.layer_importance is not None:
-            out.update({f"attn/L{i}/layer_importance": float(v) for i, v in enumerate(self.layer_importance)})
-        if "induction" in self.scores:
-            out["attn/induction_best"] = float(self.scores["induction"].max())
-        return out
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        """What a snapshot .npz keeps besides the weights and the stat_ arrays: plain arrays only."""
-        out: dict[str, np.ndarray] = {}
-        if self.roles is not None:
-            out["roles"] = np.asarray(self.roles, dtype=str)
-        if self.layer_importance is not None:
-            out["layer_importance"] = self.layer_importance
-        for name in ("rollout", "flow"):
-            for b, m in enumerate(getattr(self, name) or []):
-                out[f"{name}_ex{b}"] = m.astype(np.float32)
-        for b, r in enumerate(self.relevance or []):
-            out[f"relevance_pred_ex{b}"] = np.array([r["pred"]])
-            out[f"relevance_pred_scores_ex{b}"] = r["pred_scores"].astype(np.float32)
-            if r["true"] is not None:
-                out[f"relevance_true_ex{b}"] = np.array([r["true"]])
-                out[f"relevance_true_scores_ex{b}"] = r["true_scores"].astype(np.float32)
-        for name in ("skipped", "notes"):
-            if getattr(self, name):
-                out[name] = np.array([f"{k}: {v}" for k, v in getattr(self, name).items()], dtype=str)
-        return out
-
-
-def analysis_from(z) -> Analysis:
-    """An Analysis back from a snapshot's arrays (`Analysis.arrays`, np.load without pickle): a resumed
-    run's viewer shows its earlier epochs' roles, rollout and relevance too."""
-    from attnexp.maps.snapshot import STAT_PREFIX
-
-    files = set(z.files)
-    a = Analysis(scores={k[len(STAT_PREFIX):]: np.asarray(z[k], dtype=float) for k in files
-                         if k.startswith(STAT_PREFIX) and k[len(STAT_PREFIX):] in ANALYSIS_SCORES})
-    a.roles = np.asarray(z["roles"], dtype=str) if "roles" in files else None
-    a.layer_importance = np.asarray(z["layer_importance"], dtype=float) if "layer_importance" in files else None
-    for name in ("rollout", "flow"):
-        found = sorted((int(k.rsplit("_ex", 1)[1]), k) for k in files if k.startswith(f"{name}_ex"))
-        setattr(a, name, [np.asarray(z[k], dtype=float) for _, k in found] or None)
-    preds = sorted(int(k.rsplit("_ex", 1)[1]) for k in files if k.startswith("relevance_pred_ex"))
-    a.relevance = [{"pred": int(z[f"relevance_pred_ex{b}"][0]), "pred_scores": np.asarray(z[f"relevance_pred_scores_ex{b}"]),
-                    "true": int(z[f"relevance_true_ex{b}"][0]) if f"relevance_true_ex{b}" in files else None,
-                    "true_scores": np.asarray(z[f"relevance_true_scores_ex{b}"]) if f"relevance_true_ex{b}" in files
-                    else None} for b in preds] or None
-    for name in ("skipped", "notes"):
-        if name in files:
-            setattr(a, name, dict(str(x).split(": ", 1) for x in z[name] if ": " in str(x)))
-    return a
+from attnexp.heads import explain, importance, roles
+from attnexp.heads.probe import Probe, attention_maps
+from attnexp.heads.record import Analysis
 
 
 @dataclass
