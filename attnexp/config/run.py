@@ -6,13 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from attnexp.config.data import DataConfig
 from attnexp.config.model import AttentionConfig, ModelConfig
 from attnexp.config.training import CheckpointConfig, MapsConfig, OptimConfig, TaskConfig, TrainerConfig
-
-if TYPE_CHECKING:
-    from attnexp.data.configs import DataConfig
 
 
 @dataclass(frozen=True)

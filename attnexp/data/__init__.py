@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import importlib
-
 from attnexp.config import TaskConfig
+from attnexp.config.data import DataConfig
 
 
-def build_datamodule(cfg, task: TaskConfig, causal: bool, run_dir: str | None = None, seed: int = 0):
-    """`cfg` is a validated data config (attnexp.data.configs); its `module` names the DataModule.
+def build_datamodule(cfg: DataConfig, task: TaskConfig, causal: bool, run_dir: str | None = None, seed: int = 0):
+    """`cfg` is a validated data config (attnexp.config.data); its `datamodule()` is the DataModule.
     `seed` (the run's) orders the training batches of every epoch."""
-    module, _, cls = type(cfg).module.partition(":")
-    return getattr(importlib.import_module(module), cls)(cfg, task, causal=causal, run_dir=run_dir, seed=seed)
+    return cfg.datamodule()(cfg, task, causal=causal, run_dir=run_dir, seed=seed)

@@ -1,73 +1,35 @@
-"""The data sets' typed configs, kept apart from the DataModules so that validating a config
-(and Hydra's schemas) does not import Lightning. Each names the DataModule that reads it."""
+"""The built-in data sets' typed configs (attnexp.config.data: the base, the registry), kept apart
+from the DataModules so that validating a config (and Hydra's schemas) does not import Lightning.
+Each imports the DataModule that reads it in `datamodule()`."""
 
 from __future__ import annotations
 
-import codecs
 import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
 
-from attnexp.config import MAX_LEN, ConfigError, TaskConfig, check, from_dict
-
-
-def utf8_problem(path: str | Path) -> str | None:
-    """Why a text file (gzipped if it ends in .gz) is not UTF-8 text, in a few words, or None: read in
-    1 MiB chunks, so a large file is never held twice. Every text file attnexp reads as data (a
-    corpus, 20 Newsgroups' local files) is checked this way before a library parses it."""
-    import gzip
-
-    decoder, line = codecs.getincrementaldecoder("utf-8")(), 1
-    with (gzip.open if str(path).endswith(".gz") else open)(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            if b"\0" in chunk:
-                return "binary: it holds NUL bytes"
-            try:
-                decoder.decode(chunk)
-            except UnicodeDecodeError as e:
-                at = line + chunk[: max(e.start, 0)].count(b"\n")
-                return f"line {at}: {e.reason}"
-            line += chunk.count(b"\n")
-    return None
+from attnexp.config import TaskConfig, check
+from attnexp.config.data import DataConfig, register
+from attnexp.data.text_files import check_text_file
 
 
-def not_utf8(path: str | Path, key: str, problem: str) -> ConfigError:
-    if problem.startswith("binary"):
-        return ConfigError(f"{key}={str(path)!r} looks binary (it holds NUL bytes); give a UTF-8 text file")
-    return ConfigError(f"{key}={str(path)!r} is not UTF-8 text ({problem}); convert it first, "
-                       f"e.g. iconv -f latin1 -t utf-8 IN > OUT")
-
-
-def check_text_file(path: str, key: str) -> None:
-    """A readable, non-empty UTF-8 text file, or a ConfigError that says what it is instead."""
-    p = Path(path)
-    check(p.exists(), f"{key}={path!r}: no such file; give a path to a UTF-8 text file (one sentence per line), "
-                      f"or {key}=null for the built-in corpus")
-    check(p.is_file(), f"{key}={path!r} is a folder; give a UTF-8 text file (one sentence per line)")
-    problem = utf8_problem(p)
-    if problem:
-        raise not_utf8(path, key, problem)
-    with open(p, "rb") as f:
-        has_text = any(chunk.strip() for chunk in iter(lambda: f.read(1 << 20), b""))
-    check(has_text, f"{key}={path!r} is empty; give a text file with one sentence per line")
-
-
+@register
 @dataclass
-class ToyDataConfig:
-    module: ClassVar[str] = "attnexp.data.toy:ToyDataModule"
+class ToyDataConfig(DataConfig):
+    """The built-in grammar, or a text file; seed: the corpus's generation and the train/val split.
+    num_workers stays 0: the toy data is tiny, worker start-up would cost more than it saves."""
+
     name: str = "toy"
     corpus: str | None = None  # a UTF-8 text file, one sentence per line; null = built-in grammar
     n_sentences: int = 6000  # built-in grammar only
-    seed: int = 0  # corpus generation and the train/val split
     min_freq: int = 1
     lowercase: bool = True
-    max_len: int = 64
-    batch_size: int = 64
     val_fraction: float = 0.1
-    num_workers: int = 0  # the toy data is tiny: worker start-up would cost more than it saves
-    pad_to_multiple_of: int | None = None  # batch lengths rounded up (null: 128 with FlexAttention, else none)
-    bucket: bool = False
+
+    def datamodule(self) -> type:
+        from attnexp.data.toy import ToyDataModule
+
+        return ToyDataModule
 
     def aligned(self, task: TaskConfig) -> bool:  # the grammar knows each verb's subject
         return self.corpus is None and task.name == "classify"
@@ -83,9 +45,11 @@ class ToyDataConfig:
                                            "(data.corpus=null, label = subject number) or data=newsgroups")
 
 
+@register
 @dataclass
-class NewsgroupsDataConfig:
-    module: ClassVar[str] = "attnexp.data.newsgroups:NewsgroupsDataModule"
+class NewsgroupsDataConfig(DataConfig):
+    """The 20 Newsgroups "bydate" split; seed: the stratified val split carved from train."""
+
     name: str = "newsgroups"
     source: str = "auto"  # auto | local | hub | sklearn  (auto: local if `path` exists, else sklearn, else hub)
     path: str = "../shared/data/20newsgroups"  # local: a folder with train.* and test.* (.jsonl[.gz], .csv, .parquet)
@@ -98,15 +62,14 @@ class NewsgroupsDataConfig:
     max_len: int = 256  # tokens per post, [CLS] and [SEP] included; longer posts are truncated
     batch_size: int = 32
     val_fraction: float = 0.1  # stratified, seeded, carved from train; the bydate test split stays for test
-    seed: int = 0
     limit: int | None = None  # use only the first N posts of each split (tests, quick looks)
     bucket: bool = True  # batch posts of similar length together
-    num_workers: int = 0
-    pad_to_multiple_of: int | None = None  # batch lengths rounded up (null: 128 with FlexAttention, else none)
     cache_dir: str = "${oc.env:XDG_CACHE_HOME,${oc.env:HOME}/.cache}/attnexp"
 
-    def aligned(self, task: TaskConfig) -> bool:
-        return False
+    def datamodule(self) -> type:
+        from attnexp.data.newsgroups import NewsgroupsDataModule
+
+        return NewsgroupsDataModule
 
     def validate(self, task: TaskConfig) -> None:
         check(self.source in ("auto", "local", "hub", "sklearn"),
@@ -129,11 +92,12 @@ class NewsgroupsDataConfig:
 SYNTHETIC_KINDS = ("copy", "reverse", "sort", "recall", "induction")
 
 
+@register
 @dataclass
-class SyntheticDataConfig:
-    """Sequence tasks whose right attention is known in advance (see attnexp/data/synthetic.py)."""
+class SyntheticDataConfig(DataConfig):
+    """Sequence tasks whose right attention is known in advance (see attnexp/data/synthetic.py);
+    seed: the three streams train, val and test are drawn from."""
 
-    module: ClassVar[str] = "attnexp.data.synthetic:SyntheticDataModule"
     name: str = "synthetic"
     kind: str = "copy"  # copy | reverse | sort | recall | induction
     n_symbols: int = 16  # symbols a, b, c, ...
@@ -144,12 +108,11 @@ class SyntheticDataConfig:
     n_train: int = 6000
     n_val: int = 500
     n_test: int = 500  # a held-out test split, drawn apart from train and val (0: none; the best is rescored on val)
-    seed: int = 0
-    max_len: int = 64
-    batch_size: int = 64
-    num_workers: int = 0
-    bucket: bool = False
-    pad_to_multiple_of: int | None = None  # batch lengths rounded up (null: 128 with FlexAttention, else none)
+
+    def datamodule(self) -> type:
+        from attnexp.data.synthetic import SyntheticDataModule
+
+        return SyntheticDataModule
 
     def aligned(self, task: TaskConfig) -> bool:
         return True
@@ -173,23 +136,8 @@ class SyntheticDataConfig:
         check(task.name == "lm", "data=synthetic has per-token targets; use task=lm")
 
 
-DataConfig = ToyDataConfig | NewsgroupsDataConfig | SyntheticDataConfig
-# data.name -> its config; the config's `module` names its DataModule ("package.module:Class").
-SCHEMAS: dict[str, type[DataConfig]] = {"toy": ToyDataConfig, "newsgroups": NewsgroupsDataConfig,
-                                        "synthetic": SyntheticDataConfig}
+def load_data_config(raw: dict, task: TaskConfig) -> DataConfig:
+    """The data config `raw` names (attnexp.config.data.load), the built-in data sets registered."""
+    from attnexp.config.data import load
 
-
-def load_data_config(raw: dict, task: TaskConfig):
-    """The data config's `name` picks its dataclass; checks shared by all data sets, then its own."""
-    name = raw.get("name")
-    check(name in SCHEMAS, f"data.name={name!r} is not one of: {', '.join(SCHEMAS)}")
-    cfg = from_dict(SCHEMAS[name], raw, "data")
-    check(cfg.batch_size > 0, f"data.batch_size={cfg.batch_size} must be positive")
-    check(cfg.max_len >= 3, f"data.max_len={cfg.max_len} leaves no room for a token between the start and end "
-                            f"markers; use at least 3")
-    check(cfg.max_len <= MAX_LEN, f"data.max_len={cfg.max_len} is beyond attnexp's limit of {MAX_LEN:,} tokens")
-    check(cfg.num_workers >= 0, f"data.num_workers={cfg.num_workers} must be >= 0")
-    check(cfg.pad_to_multiple_of is None or cfg.pad_to_multiple_of >= 1,
-          f"data.pad_to_multiple_of={cfg.pad_to_multiple_of} must be >= 1 (or null)")
-    cfg.validate(task)
-    return cfg
+    return load(raw, task)

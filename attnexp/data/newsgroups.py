@@ -16,8 +16,8 @@ from datasets import ClassLabel, DatasetDict
 
 from attnexp.config import ConfigError, hub_offline
 from attnexp.data.base import TokenDataModule
-from attnexp.data.configs import not_utf8, utf8_problem
 from attnexp.data.encoder import TextEncoder
+from attnexp.data.text_files import not_utf8, utf8_problem
 from attnexp.data.tokenizer import get_tokenizer
 
 log = logging.getLogger("attnexp")

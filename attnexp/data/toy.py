@@ -8,13 +8,12 @@ from pathlib import Path
 from attnexp.config import ConfigError
 from attnexp.data import grammar
 from attnexp.data.base import TokenDataModule
-from attnexp.data.configs import ToyDataConfig
 from attnexp.data.encoder import TextEncoder
 from attnexp.data.vocab import MASK, PAD, WORD_SPECIALS, Vocab, words
 
 
 class ToyDataModule(TokenDataModule):
-    def __init__(self, cfg: ToyDataConfig, task, causal: bool, run_dir=None, seed: int = 0):
+    def __init__(self, cfg, task, causal: bool, run_dir=None, seed: int = 0):  # cfg: data.configs.ToyDataConfig
         super().__init__(cfg, task, causal, seed)
         self.pad_id, self.mask_id, self.first_word_id = PAD, MASK, len(WORD_SPECIALS)
 

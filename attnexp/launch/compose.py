@@ -22,7 +22,8 @@ def register_schemas() -> None:
     from omegaconf import OmegaConf
 
     from attnexp.config import AttentionConfig, CheckpointConfig, MapsConfig, ModelConfig, OptimConfig, TaskConfig
-    from attnexp.data.configs import SCHEMAS
+    from attnexp.config.data import DATA_SETS
+    from attnexp.data import configs  # noqa: F401  (registers the built-in data sets)
 
     # run folders say what ran: <time>_<experiment, or data-task>_<attention> (conf/config.yaml's hydra.run.dir)
     OmegaConf.register_new_resolver("attnexp_or", lambda first, other: other if first in (None, "", "None") else first,
@@ -31,7 +32,7 @@ def register_schemas() -> None:
     for name, node in [("attention", AttentionConfig), ("model", ModelConfig), ("task", TaskConfig),
                        ("optim", OptimConfig), ("maps", MapsConfig), ("checkpoint", CheckpointConfig)]:
         cs.store(name=f"{name}_schema", node=node)
-    for data_name, node in SCHEMAS.items():
+    for data_name, node in DATA_SETS.items():
         cs.store(name=f"data_{data_name}_schema", node=node)
     from hydra_plugins.attnexp_optuna_sweeper import register
 

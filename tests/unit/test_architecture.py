@@ -27,11 +27,12 @@ def modules() -> dict[str, Path]:
     return {module_name(p): p for p in PACKAGE.rglob("*.py")}
 
 
-def imports(path: Path) -> set[str]:
-    """attnexp modules imported anywhere in the file (lazy imports too), except under TYPE_CHECKING."""
+def imports(path: Path, type_only: bool = True) -> set[str]:
+    """attnexp modules imported anywhere in the file: lazy imports too, and those under TYPE_CHECKING
+    unless `type_only` is false."""
     tree = ast.parse(path.read_text())
-    skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-            for n in ast.walk(node)}
+    skip = set() if type_only else {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                                    and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
     found = set()
     for node in ast.walk(tree):
         if id(node) in skip:

@@ -1,0 +1,119 @@
+"""A new data set is one module (its config and its DataModule) and one yaml: written in a
+temporary module and a temporary conf folder, with no other edit it composes with Hydra's type
+checks, validates with the shared checks and its own, trains, evaluates, and is named in the
+one-line error for an unknown data.name."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import textwrap
+
+import pytest
+
+from attnexp.api import evaluate, load_run, train
+from attnexp.config import ConfigError
+from attnexp.config.data import DATA_SETS
+from helpers.runs import compose_cfg
+
+MODULE = '''
+import random
+from dataclasses import dataclass
+
+from attnexp.config import check
+from attnexp.config.data import DataConfig, register
+from attnexp.data.base import TokenDataModule
+from attnexp.data.collate import IGNORE
+from attnexp.data.encoder import TextEncoder
+from attnexp.data.vocab import BOS, EOS, MASK, PAD, WORD_SPECIALS
+
+
+@register
+@dataclass
+class CountingDataConfig(DataConfig):
+    """Counting up from a random symbol: each next symbol is the one after the last."""
+
+    name: str = "throwaway_counting"
+    n_symbols: int = 12
+    length: int = 6
+    n_train: int = 300
+    n_val: int = 60
+    max_len: int = 16
+
+    def datamodule(self):
+        return CountingDataModule
+
+    def validate(self, task):
+        check(self.length + 2 <= self.max_len, f"data.length={self.length} needs {self.length + 2} tokens; raise "
+                                               f"data.max_len={self.max_len}")
+        check(task.name == "lm", "data=throwaway_counting has next-symbol targets; use task=lm")
+
+
+class CountingDataModule(TokenDataModule):
+    def __init__(self, cfg, task, causal, run_dir=None, seed=0):
+        super().__init__(cfg, task, causal, seed)
+        self.pad_id, self.mask_id, self.first_word_id = PAD, MASK, len(WORD_SPECIALS)
+        names = WORD_SPECIALS + [f"s{i}" for i in range(cfg.n_symbols)]
+        self.vocab_size = len(names)
+        self.encoder = TextEncoder("words", names, lowercase=True, max_len=cfg.max_len)
+
+    @property
+    def label_kind(self):
+        return "given"
+
+    def setup(self, stage=None):
+        if self.splits:
+            return
+        c, first = self.cfg, len(WORD_SPECIALS)
+        for split, n, seed in (("train", c.n_train, c.seed), ("val", c.n_val, c.seed + 1)):
+            rng, items = random.Random(seed), []
+            for i in range(n):
+                start = rng.randrange(c.n_symbols)
+                ids = [BOS] + [first + (start + k) % c.n_symbols for k in range(c.length)] + [EOS]
+                items.append({"input_ids": ids, "labels": ids[1:-1] + [IGNORE, IGNORE], "idx": i})
+            self.splits[split] = items
+'''
+YAML = """\
+defaults:
+  - /data_throwaway_counting_schema@_here_
+  - _self_
+
+name: throwaway_counting
+"""
+
+
+@pytest.fixture
+def throwaway(tmp_path):
+    path = tmp_path / "throwaway_data.py"
+    path.write_text(textwrap.dedent(MODULE))
+    (tmp_path / "conf" / "data").mkdir(parents=True)
+    (tmp_path / "conf" / "data" / "throwaway_counting.yaml").write_text(YAML)
+    before = dict(DATA_SETS)
+    spec = importlib.util.spec_from_file_location("throwaway_data", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["throwaway_data"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    yield [f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "data=throwaway_counting", "attention=causal", "task=lm"]
+    DATA_SETS.clear()
+    DATA_SETS.update(before)
+    sys.modules.pop("throwaway_data", None)
+
+
+def test_a_data_set_in_a_module_of_its_own_is_found_everywhere(throwaway, tmp_path):
+    quick = [*throwaway, "logger=none", "trainer.enable_progress_bar=false", "maps.animation=false", "maps.n_examples=2"]
+    run = load_run(compose_cfg([*quick, "trainer.max_epochs=3", "optim.lr=3e-3"], tmp_path / "run"))
+    assert type(run.data).__name__ == "CountingDataConfig" and run.data.batch_size == 64  # the shared defaults
+    s = train(run)
+    assert s["status"] == "completed" and s["data"]["identity"]["splits"] == {"train": 300, "val": 60}
+    assert s["metrics"]["history"][-1]["val/acc"] > 0.5  # counting is learnt (chance is 1/12)
+    e = evaluate(s["checkpoints"]["best"], split="val", out=str(tmp_path / "eval"))  # the data rebuilt from the checkpoint
+    assert e["metrics"]["test"]["val/acc"] == pytest.approx(s["metrics"]["history"][-1]["val/acc"], abs=1e-6)
+
+    with pytest.raises(ConfigError, match=r"data.length=20 needs 22 tokens; raise data.max_len=16"):
+        load_run(compose_cfg([*quick, "data.length=20"], tmp_path / "bad"))  # its own check
+    with pytest.raises(ConfigError, match=r"data.batch_size=0 must be positive"):
+        load_run(compose_cfg([*quick, "data.batch_size=0"], tmp_path / "bad"))  # the shared ones
+    with pytest.raises(Exception, match="n_symbols"):
+        compose_cfg([*quick, "data.n_symbols=many"], tmp_path / "bad")  # Hydra's type check, from the schema
+    with pytest.raises(ConfigError, match="not one of: .*throwaway_counting"):
+        load_run(compose_cfg([*quick, "data.name=nope"], tmp_path / "bad"))
