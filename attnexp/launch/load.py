@@ -90,7 +90,7 @@ def model_and_attention(cfg: DictConfig, data, trainer: TrainerConfig):
             data = replace(data, tokenizer=pretrained.tokenizer_of(source), lowercase=False)  # its own normalizer lowercases
     m.validate()
     from attnexp import attention
-    from attnexp.model.device import training_on_cpu
+    from attnexp.training.device import training_on_cpu
 
     a = attention.validate(a, m, training_on_cpu=training_on_cpu(trainer))
     if data.pad_to_multiple_of is None and a.backend == "flex":

@@ -18,7 +18,7 @@ from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, Mode
 from attnexp.compat.lightning import on_last_batch
 from attnexp.config import ConfigError, Run
 from attnexp.model import checkpoints
-from attnexp.model.device import precision, training_on_cpu
+from attnexp.training.device import precision, training_on_cpu
 from attnexp.results.compare import alive
 from attnexp.training.console import EpochLines, bar_safe_logging, interactive
 from attnexp.training.guards import OptunaPruning, StopGuard

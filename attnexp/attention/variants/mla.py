@@ -47,7 +47,7 @@ class MultiHeadLatent(MultiHead):
     options = {"kv_rank": 32, "q_rank": 0, "rope_dim": 8, "rope_base": 10000.0}
 
     def __init__(self, d_model, n_heads, cfg):
-        Attention.__init__(self, d_model, n_heads, cfg)  # its own projections, not the fused QKV
+        Attention.__init__(self, d_model, n_heads, cfg)  # its own projections, not mha's one QKV projection
         H, Dh, R = n_heads, d_model // n_heads, cfg.rope_dim
         self.d_head = Dh
         self.kv_down = nn.Linear(d_model, cfg.kv_rank, bias=False)  # W_DKV

@@ -12,7 +12,7 @@ from attnexp.attention.variants.single_head import Head
 class MultiHeadList(Attention):
     """h independent heads run one after another, outputs concatenated, then an output projection.
 
-    The textbook form; slower than `fused` but the same function (tests copy weights across).
+    The textbook form; slower than `mha` but the same function (tests copy weights across).
     """
 
     name = "multi_head_list"
