@@ -21,10 +21,10 @@ from helpers.runs import REPO
 @pytest.mark.skipif(shutil.which("tensorboard") is None and not Path(sys.executable).with_name("tensorboard").exists(),
                     reason="needs TensorBoard (pip install tensorboard; a dependency of attnexp)")
 def test_tensorboard_shows_a_runs_curves_maps_and_settings(tmp_path):
-    """scripts/dashboards.py trains a short copy run, starts TensorBoard over it, reads its API and
+    """scripts/studies/dashboards.py trains a short copy run, starts TensorBoard over it, reads its API and
     screenshots the Images and Scalars tabs: the script fails when a plugin has no data, a val/ or
     train/ curve is missing, or the attention maps hold fewer than two epochs."""
-    r = subprocess.run([sys.executable, "scripts/dashboards.py", "--parts=tensorboard", f"--out={tmp_path}"], cwd=REPO,
+    r = subprocess.run([sys.executable, "scripts/studies/dashboards.py", "--parts=tensorboard", f"--out={tmp_path}"], cwd=REPO,
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     found = json.loads(r.stdout[r.stdout.index("{"):])
@@ -43,7 +43,7 @@ def test_optuna_dashboard_shows_a_studys_trials_and_their_run_folders(tmp_path):
     """A 3-trial Optuna sweep into SQLite, optuna-dashboard started over it: its API lists every trial
     complete, with a value, the searched parameters and the trial's run folder; then a screenshot."""
     pytest.importorskip("optuna_dashboard", reason="needs optuna-dashboard (pip install -e '.[sweep]')")
-    r = subprocess.run([sys.executable, "scripts/dashboards.py", "--parts=optuna", f"--out={tmp_path}"], cwd=REPO,
+    r = subprocess.run([sys.executable, "scripts/studies/dashboards.py", "--parts=optuna", f"--out={tmp_path}"], cwd=REPO,
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     found = json.loads(r.stdout[r.stdout.rindex("\n{") + 1:])

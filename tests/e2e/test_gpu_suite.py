@@ -19,7 +19,7 @@ TINY = ["trainer.max_epochs=1", "data.n_sentences=300", "logger=none", "maps.ena
 
 
 def test_gpu_suite_smoke_runs_every_part(tmp_path):
-    r = subprocess.run([sys.executable, "scripts/gpu_suite.py", "--smoke", f"--out={tmp_path}"], cwd=REPO,
+    r = subprocess.run([sys.executable, "scripts/gpu/suite.py", "--smoke", f"--out={tmp_path}"], cwd=REPO,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     suite = json.loads((tmp_path / "suite.json").read_text())

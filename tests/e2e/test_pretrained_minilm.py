@@ -55,7 +55,7 @@ def test_its_bertviz_pages_are_a_few_megabytes(drawn):
 def test_its_previous_and_next_token_heads_are_found():
     """BERT-family encoders have heads that attend to the previous / next token (Clark et al. 2019);
     attnexp's role scores find this model's: L0H2 (previous, ~1.0) and L1H8 (next, ~0.7), the same
-    two that scripts/minilm_heads.py finds on 300 20 Newsgroups sentences."""
+    two that scripts/studies/minilm_heads.py finds on 300 20 Newsgroups sentences."""
     pytest.importorskip("transformers")
     from attnexp.api import maps_source_pretrained
     from attnexp.heads import roles

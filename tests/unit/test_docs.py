@@ -42,12 +42,12 @@ def test_every_docs_page_is_in_the_nav():
 
 
 def test_the_config_group_reference_is_what_the_script_generates_from_conf():
-    """docs/config_groups.md is generated from conf/ (python scripts/docs_config.py), never kept by
+    """docs/config_groups.md is generated from conf/ (python scripts/docs/config_page.py), never kept by
     hand: an option added to conf/ without regenerating it fails here."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("docs_config", REPO / "scripts" / "docs_config.py")
+    spec = importlib.util.spec_from_file_location("config_page", REPO / "scripts" / "docs" / "config_page.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert (REPO / "docs" / "config_groups.md").read_text() == mod.page(), \
-        "docs/config_groups.md is stale: run python scripts/docs_config.py"
+        "docs/config_groups.md is stale: run python scripts/docs/config_page.py"

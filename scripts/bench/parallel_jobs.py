@@ -7,7 +7,7 @@ the whole `python -m attnexp train -m ...` command, timed from start to end:
   with its share of the cores (attnexp sets torch's threads to cores / jobs at once);
 - parallel, every core each: the same with `threads=<all cores>`, what every job did before.
 
-    python scripts/bench_parallel_jobs.py --repeats 2
+    python scripts/bench/parallel_jobs.py --repeats 2
 
 The target: two parallel jobs take about the time of two sequential ones, not several times more.
 Prints a table and writes scripts/results/parallel_jobs_<device>.json.
@@ -25,7 +25,11 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts"))
+
+from common import markdown_table  # noqa: E402
+
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 ARMS = {
     "sequential": [],
@@ -64,9 +68,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "parallel_jobs_cpu.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"\n2 jobs on {CORES} cores, median of {args.repeats}, overrides: {args.overrides}")
-    print("| launcher | wall s | vs sequential |\n| --- | --- | --- |")
-    for a, m in med.items():
-        print(f"| {a} | {m:.1f} | {m / base:.2f}x |")
+    print(markdown_table([[a, f"{m:.1f}", f"{m / base:.2f}x"] for a, m in med.items()], ["launcher", "wall s", "vs sequential"]))
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ each arm first, second and last equally often), `--repeats` times; medians are r
   Lightning, our module, torchmetrics, checkpointing and summary.json, nothing to look at.
 - `default`: `attnexp train` as the README runs it: progress bar, TensorBoard, map logging.
 
-    python scripts/bench_framework_overhead.py --repeats 6
-    python scripts/bench_framework_overhead.py --tag _small model=small   # overrides for every arm
+    python scripts/bench/framework_overhead.py --repeats 6
+    python scripts/bench/framework_overhead.py --tag _small model=small   # overrides for every arm
 
 Step time is the median interval between the starts of consecutive training batches in every
 epoch but the first (data loading, forward, backward, optimizer, hooks, logging; not validation).
@@ -34,7 +34,11 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts"))
+
+from common import markdown_table  # noqa: E402
+
 ARMS = {"plain": [], "lean": ["maps.enabled=false", "logger=none", "trainer.enable_progress_bar=false"], "default": []}
 
 
@@ -82,6 +86,19 @@ def run_attnexp(overrides: list[str], out_dir: Path) -> dict:
     s = train(load_run(compose(overrides, out_dir)))
     return {"fit_s": s["train_time_s"], "step_ms": clock.step_ms(), "steps": s["steps"],
             "device": s["device"], "final_val_loss": s["metrics"]["final"].get("val/loss")}
+
+
+def validate(model, val_dl, step, device) -> float:
+    """The plain loop's validation: the mean loss over the labelled positions (accuracy counted too)."""
+    model.eval()
+    tot = torch.zeros(3, device=device)  # loss sum, correct, counted
+    with torch.no_grad():
+        for batch in val_dl:
+            loss, logits, labels = step(batch)
+            keep = labels != -100
+            n = keep.sum()
+            tot += torch.stack([loss.float() * n, ((logits.argmax(-1) == labels) & keep).sum(), n])
+    return (tot[0] / tot[2]).item()
 
 
 def run_plain(overrides: list[str], out_dir: Path) -> dict:
@@ -134,15 +151,7 @@ def run_plain(overrides: list[str], out_dir: Path) -> dict:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
             opt.step()
             sched.step()
-        model.eval()
-        tot = torch.zeros(3, device=device)  # loss sum, correct, counted
-        with torch.no_grad():
-            for batch in val_dl:
-                loss, logits, labels = step(batch)
-                keep = labels != -100
-                n = keep.sum()
-                tot += torch.stack([loss.float() * n, ((logits.argmax(-1) == labels) & keep).sum(), n])
-        val_loss = (tot[0] / tot[2]).item()
+        val_loss = validate(model, val_dl, step, device)
         torch.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, out_dir / "last.pt")
     fit_s = time.perf_counter() - t0
     return {"fit_s": round(fit_s, 2), "step_ms": clock.step_ms(), "steps": epochs * len(train_dl),
@@ -193,10 +202,9 @@ def main() -> None:
     (out / f"framework_overhead_{'gpu' if torch.cuda.is_available() else 'cpu'}{args.tag}.json").write_text(
         json.dumps(result, indent=2) + "\n")
     print(f"\n{device}, median of {args.repeats}, overrides: {args.overrides or 'none'}")
-    print(f"| arm | step ms | vs {order[0]} | fit s | vs {order[0]} |\n| --- | --- | --- | --- | --- |")
-    for a in order:
-        print(f"| {a} | {med[a]['step_ms']:.2f} | {over[a]['step_ms']:+.1f}% | {med[a]['fit_s']:.2f} | "
-              f"{over[a]['fit_s']:+.1f}% |")
+    print(markdown_table([[a, f"{med[a]['step_ms']:.2f}", f"{over[a]['step_ms']:+.1f}%", f"{med[a]['fit_s']:.2f}",
+                           f"{over[a]['fit_s']:+.1f}%"] for a in order],
+                         ["arm", "step ms", f"vs {order[0]}", "fit s", f"vs {order[0]}"]))
 
 
 if __name__ == "__main__":

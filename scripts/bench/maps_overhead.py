@@ -5,9 +5,9 @@ train`) and the same as a classifier (`task=classify`), each with maps off, with
 head importance on, in an alternating order, several times; medians of fit time and of
 whole-run wall time, and each arm's overhead as a ratio to maps off in the same task.
 
-    python scripts/bench_maps_overhead.py --repeats 3
-    python scripts/bench_maps_overhead.py --arms lm-off,lm-default logger=wandb
-    python scripts/bench_maps_overhead.py --parts      # where the time goes, inside one run
+    python scripts/bench/maps_overhead.py --repeats 3
+    python scripts/bench/maps_overhead.py --arms lm-off,lm-default logger=wandb
+    python scripts/bench/maps_overhead.py --parts      # where the time goes, inside one run
 
 On a shared machine whole runs vary by +-15%, more than the few percent in question; --parts
 times each piece inside one run per task (all of it on, importance included) and gives each as a
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NO_ANALYSIS = ["maps.roles=false", "maps.rollout=false", "maps.relevance=false"]
 ARMS = {  # name -> (task, overrides)
     "lm-off": ("lm", ["maps.enabled=false"]),

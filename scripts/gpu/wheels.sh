@@ -4,7 +4,7 @@
 # OmegaConf/ANTLR, and `datasets` with its dill/multiprocess. Run here, where pip reaches PyPI;
 # carry .whl/ (git-ignored) with the call, then on the GPU machine, from the repo root:
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && \
-#     PYTHONPATH=/tmp/site:. python3 scripts/gpu_suite.py --newsgroups-path .gpu_data/20newsgroups
+#     PYTHONPATH=/tmp/site:. python3 scripts/gpu/suite.py --newsgroups-path .gpu_data/20newsgroups
 #     --pretrained .gpu_data/all-MiniLM-L6-v2
 # (.gpu_data/: a copy of ../shared/data/20newsgroups and of ../shared/models/all-MiniLM-L6-v2, also
 # git-ignored and carried. The model's weights travel in float16, 45 MB: the float32 file alone is 87

@@ -10,10 +10,10 @@
   views, headless Chromium), from a run of `experiment=newsgroups` (given with --newsgroups-run,
   or trained here: about 10 minutes on 2 CPU cores).
 
-    python scripts/readme_maps.py                               # everything
-    python scripts/readme_maps.py --parts agreement
-    python scripts/readme_maps.py --parts report       # the comparison report of a 9-run sweep (~5 min)
-    python scripts/readme_maps.py --parts newsgroups --newsgroups-run outputs/2026-11-22/12-54-50_bidirectional
+    python scripts/studies/readme_maps.py                               # everything
+    python scripts/studies/readme_maps.py --parts agreement
+    python scripts/studies/readme_maps.py --parts report       # the comparison report of a 9-run sweep (~5 min)
+    python scripts/studies/readme_maps.py --parts newsgroups --newsgroups-run outputs/2026-11-22/12-54-50_bidirectional
 """
 
 from __future__ import annotations
@@ -26,7 +26,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts"))
+
+from common import screenshot  # noqa: E402
+
 OUT = REPO / "scripts" / "results" / "images"
 QUIET = ["logger=none", "trainer.enable_progress_bar=false"]
 
@@ -95,20 +99,6 @@ def agreement(report: dict) -> None:
     for h in heads:
         print(f"| L{h['layer']}H{h['head']} | {h['alignment']:.2f} | {h['accuracy_without']:.3f} |")
     print(f"all heads: {full:.3f}; " + "; ".join(f"without layer {x['layer']}: {x['accuracy_without']:.3f}" for x in layers))
-
-
-def screenshot(url: str, out: Path, size: str, wait_ms: int = 10000) -> None:
-    """A headless-Chromium picture of `url` (scripts/dashboards.py uses it too), after `wait_ms` of
-    virtual time for pages that draw asynchronously."""
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        raise SystemExit("the screenshots need Debian's chromium (apt-get install chromium)")
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
-             f"--window-size={size}", f"--virtual-time-budget={wait_ms}"]
-    with tempfile.TemporaryDirectory() as profile:
-        subprocess.run([chromium, *flags, f"--user-data-dir={profile}", f"--screenshot={out}", url], check=True,
-                       capture_output=True, timeout=180)
 
 
 def comparison(report: dict) -> None:

@@ -3,23 +3,23 @@
 
   1. cuda-tests  `pytest -m cuda`: FlexAttention's backward against eager, the bf16 paths, no host
                  sync in a training step
-  2. kernels     scripts/bench_kernels.py: every softmax variant x eager/sdpa/flex x T 128..8192 x
+  2. kernels     scripts/bench/kernels.py: every softmax variant x eager/sdpa/flex x T 128..8192 x
                  head dim 64/128 x causal/bidirectional, bf16, fwd+bwd, against a bare SDPA call
-  3. model       scripts/bench_model.py: a GPT-2-small-sized model (T=1024) and model=small, with and
+  3. model       scripts/bench/model.py: a GPT-2-small-sized model (T=1024) and model=small, with and
                  without torch.compile: tokens/s, MFU, peak memory
-  4. overhead    scripts/bench_framework_overhead.py on the GPU: attnexp against a plain PyTorch loop,
+  4. overhead    scripts/bench/framework_overhead.py on the GPU: attnexp against a plain PyTorch loop,
                  GPT-2-small-sized on sequences of ~1000 tokens
-  5. newsgroups  scripts/bench_newsgroups.py: the preset and larger settings, raw and cleaned posts,
+  5. newsgroups  scripts/studies/newsgroups.py: the preset and larger settings, raw and cleaned posts,
                  against TF-IDF + linear SVM (read from
                  scripts/results/newsgroups_baseline.json, which `--baseline-only` computes on the CPU)
-  6. finetune    scripts/bench_newsgroups.py --experiment=newsgroups_bert: a real pretrained encoder
+  6. finetune    scripts/studies/newsgroups.py --experiment=newsgroups_bert: a real pretrained encoder
                  (--pretrained, default ../shared/models/all-MiniLM-L6-v2) fine-tuned on 20 Newsgroups
                  at its full length (512 tokens), beside the from-scratch figures
 
-    python scripts/gpu_suite.py                                   # all parts, ~9 minutes on an H100/H200
-    python scripts/gpu_suite.py --parts kernels,model             # some of them (two calls, if need be)
-    python scripts/gpu_suite.py --parts newsgroups,finetune --newsgroups-tags preset --pretrained DIR
-    python scripts/gpu_suite.py --smoke                           # on the CPU, tiny, ~1 minute: the tests
+    python scripts/gpu/suite.py                                   # all parts, ~9 minutes on an H100/H200
+    python scripts/gpu/suite.py --parts kernels,model             # some of them (two calls, if need be)
+    python scripts/gpu/suite.py --parts newsgroups,finetune --newsgroups-tags preset --pretrained DIR
+    python scripts/gpu/suite.py --smoke                           # on the CPU, tiny, ~1 minute: the tests
 
 Each part runs in its own process with its own time limit, so one that fails or runs long does not
 lose the others. Results go to scripts/results/gpu/ (or --out): every part's JSON/Markdown, and
@@ -40,7 +40,11 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts"))
+
+from common import markdown_table  # noqa: E402
+
 PARTS = ("cuda-tests", "kernels", "model", "overhead", "newsgroups", "finetune")
 # GPT-2-small-sized training on the synthetic copy task: ~1000-token sequences, the same batches for both arms
 GPT2 = ["model=gpt2", "data=synthetic", "data.length=498", "data.max_len=1000", "data.n_symbols=64", "data.n_train=1024",
@@ -74,7 +78,8 @@ def run(name: str, cmd: list[str], timeout: float, log: Path) -> dict:
     return {"status": status, "seconds": round(time.perf_counter() - t0, 1), "log": log.name, "tail": tail[-3000:]}
 
 
-def main() -> None:
+def arguments() -> tuple[argparse.Namespace, list[str], Path]:
+    """The command line, checked: (args, the parts to run, the pretrained folder)."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--parts", default=None, help=f"comma list of: {', '.join(PARTS)} (default: all; finetune only where "
                                                   f"--pretrained exists)")
@@ -88,75 +93,78 @@ def main() -> None:
     ap.add_argument("--finetune-minutes", type=float, default=3.0, help="the fine-tune's training time limit per setting")
     args = ap.parse_args()
     pretrained = Path(args.pretrained).resolve()
-    if args.parts is None and not (pretrained / "config.json").is_file():
-        print(f"gpu_suite.py: no pretrained model at {pretrained}: the finetune part is left out (--pretrained DIR)")
     have_model = (pretrained / "config.json").is_file()
+    if args.parts is None and not have_model:
+        print(f"gpu/suite.py: no pretrained model at {pretrained}: the finetune part is left out (--pretrained DIR)")
     parts = args.parts.split(",") if args.parts else [p for p in PARTS if p != "finetune" or have_model]
     bad = sorted(set(parts) - set(PARTS))
     if bad:
         ap.error(f"--parts: unknown {bad}; choose from {', '.join(PARTS)}")
-    tags = args.newsgroups_tags.split(",")
-    if sorted(set(tags) - set(NEWSGROUPS)):
-        ap.error(f"--newsgroups-tags: unknown {sorted(set(tags) - set(NEWSGROUPS))}; choose from {', '.join(NEWSGROUPS)}")
-    if "finetune" in parts and not (pretrained / "config.json").is_file():
+    bad = sorted(set(args.newsgroups_tags.split(",")) - set(NEWSGROUPS))
+    if bad:
+        ap.error(f"--newsgroups-tags: unknown {bad}; choose from {', '.join(NEWSGROUPS)}")
+    if "finetune" in parts and not have_model:
         ap.error(f"--pretrained {pretrained}: no config.json there; give a BERT-family folder or leave out the finetune part")
+    if not torch.cuda.is_available() and not args.smoke:
+        raise SystemExit("gpu/suite.py: no CUDA device here; run it on a GPU machine, or --smoke on the CPU")
+    return args, parts, pretrained
+
+
+def commands(args, out: Path, pretrained: Path) -> dict[str, list[tuple[str, list[str], float, str]]]:
+    """part -> its runs, each (name, command, time limit in s, log file name)."""
+    py, s = sys.executable, args.smoke
+    ng_path = [f"data.path={Path(args.newsgroups_path).resolve()}"] if args.newsgroups_path else []
+    settings = "raw" if s else args.newsgroups_settings
+    n_settings = len(settings.split(","))
+    tiny = ["data.limit=300", "data.vocab_size=2000", "data.max_len=128", "trainer.max_epochs=1"]
+    newsgroups = [py, "scripts/studies/newsgroups.py", f"--out={out}", f"--settings={settings}", BASELINE, *ng_path]
+    return {
+        "cuda-tests": [("cuda-tests", [py, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider", "--durations=10",
+                                       *(["-k", "flex_gradients and mha"] if s else [])], 90 if s else 150, "cuda-tests.log")],
+        "kernels": [("kernels", [py, "scripts/bench/kernels.py", f"--out={out}", *(["--smoke"] if s else ["--budget-s=150"])],
+                     120 if s else 200, "kernels.log")],
+        "model": [("model", [py, "scripts/bench/model.py", f"--out={out}", *(["--smoke"] if s else [])], 120 if s else 150,
+                   "model.log")],
+        "overhead": [("overhead", [py, "scripts/bench/framework_overhead.py", "--repeats=1", "--arms=plain,lean", f"--out={out}",
+                                   *(["data.n_sentences=300", "trainer.max_epochs=1"] if s else ["--tag=_gpt2", *GPT2])],
+                      150, "overhead.log")],
+        "newsgroups": [(f"newsgroups {tag}", [*newsgroups, f"--tag=_{tag}", f"--minutes={0.5 if s else args.newsgroups_minutes}",
+                                              *(tiny if s else NEWSGROUPS[tag])],
+                        180 if s else 60 * n_settings * (args.newsgroups_minutes + 1.5), f"newsgroups_{tag}.log")
+                       for tag in (["preset"] if s else args.newsgroups_tags.split(","))],
+        "finetune": [("finetune", [*newsgroups, "--tag=_finetune", "--experiment=newsgroups_bert",
+                                   f"--minutes={0.5 if s else args.finetune_minutes}", f"model.init=hf:{pretrained}",
+                                   *(["data.limit=64", "data.max_len=64", "data.batch_size=16", "trainer.max_epochs=1"]
+                                     if s else FINETUNE)],
+                      180 if s else 60 * n_settings * (args.finetune_minutes + 2.5), "finetune.log")],
+    }
+
+
+def main() -> None:
+    args, parts, pretrained = arguments()
     cuda = torch.cuda.is_available()
-    if not cuda and not args.smoke:
-        raise SystemExit("gpu_suite.py: no CUDA device here; run it on a GPU machine, or --smoke on the CPU")
     out = Path(args.out or REPO / "scripts" / "results" / ("gpu_smoke" if args.smoke else "gpu")).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    py = sys.executable
-    ng_path = [f"data.path={Path(args.newsgroups_path).resolve()}"] if args.newsgroups_path else []
     meta = {"device": torch.cuda.get_device_name(0) if cuda else f"cpu ({platform.machine()})",
             "torch": torch.__version__, "cuda": torch.version.cuda, "driver": driver_version() if cuda else None,
             "python": platform.python_version(),
             "date": datetime.now().isoformat(timespec="seconds"), "smoke": args.smoke, "parts": {}}
-    s = args.smoke
-    jobs = {
-        "cuda-tests": ([py, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider", "--durations=10",
-                        *(["-k", "flex_gradients and mha"] if s else [])], 90 if s else 150),
-        "kernels": ([py, "scripts/bench_kernels.py", f"--out={out}", *(["--smoke"] if s else ["--budget-s=150"])],
-                    120 if s else 200),
-        "model": ([py, "scripts/bench_model.py", f"--out={out}", *(["--smoke"] if s else [])], 120 if s else 150),
-        "overhead": ([py, "scripts/bench_framework_overhead.py", "--repeats=1", "--arms=plain,lean", f"--out={out}",
-                      *(["data.n_sentences=300", "trainer.max_epochs=1"] if s else ["--tag=_gpt2", *GPT2])],
-                     150 if s else 150),
-    }
-    settings = "raw" if s else args.newsgroups_settings
-    n_settings = len(settings.split(","))
-    for name in parts:
-        if name == "newsgroups":
-            results = {}
-            for tag in (["preset"] if s else tags):
-                tiny = ["data.limit=300", "data.vocab_size=2000", "data.max_len=128", "trainer.max_epochs=1"]
-                extra = tiny if s else NEWSGROUPS[tag]
-                results[tag] = run(f"newsgroups {tag}", [py, "scripts/bench_newsgroups.py", f"--out={out}", f"--tag=_{tag}",
-                                                         f"--minutes={0.5 if s else args.newsgroups_minutes}",
-                                                         f"--settings={settings}", BASELINE, *ng_path, *extra],
-                                   180 if s else 60 * n_settings * (args.newsgroups_minutes + 1.5),
-                                   out / f"newsgroups_{tag}.log")
-                meta["parts"]["newsgroups"] = results
-                write_summary(out, meta)
-            continue
-        if name == "finetune":
-            extra = ["data.limit=64", "data.max_len=64", "data.batch_size=16", "trainer.max_epochs=1"] if s else FINETUNE
-            meta["parts"]["finetune"] = run("finetune", [py, "scripts/bench_newsgroups.py", f"--out={out}", "--tag=_finetune",
-                                                         "--experiment=newsgroups_bert", f"--settings={settings}", BASELINE,
-                                                         f"--minutes={0.5 if s else args.finetune_minutes}", *ng_path,
-                                                         f"model.init=hf:{pretrained}", *extra],
-                                            180 if s else 60 * n_settings * (args.finetune_minutes + 2.5), out / "finetune.log")
-            write_summary(out, meta)
-            continue
-        cmd, limit = jobs[name]
-        meta["parts"][name] = run(name, cmd, limit, out / f"{name}.log")
-        write_summary(out, meta)  # after every part: a call cut off at its limit keeps what finished
-    write_summary(out, meta)
-    def outcome(name, r):
-        return r.get("status") if name != "newsgroups" else next((x["status"] for x in r.values() if x["status"] != "ok"), "ok")
-
+    jobs = commands(args, out, pretrained)
+    for part in parts:
+        for name, cmd, limit, log in jobs[part]:
+            result = run(name, cmd, limit, out / log)
+            if part == "newsgroups":  # one result per setting tag
+                meta["parts"].setdefault("newsgroups", {})[name.split(" ", 1)[1]] = result
+            else:
+                meta["parts"][part] = result
+            write_summary(out, meta)  # after every run: a call cut off at its limit keeps what finished
     failed = [n for n, r in meta["parts"].items() if outcome(n, r) != "ok"]
     print((out / "suite.md").read_text())
     sys.exit(1 if failed else 0)
+
+
+def outcome(name: str, r: dict) -> str:
+    return r.get("status") if name != "newsgroups" else next((x["status"] for x in r.values() if x["status"] != "ok"), "ok")
 
 
 def write_summary(out: Path, meta: dict) -> None:
@@ -170,10 +178,9 @@ def write_summary(out: Path, meta: dict) -> None:
     lines = [f"# attnexp GPU suite: {meta['device']}", "",
              f"torch {meta['torch']}, CUDA {meta['cuda']}, driver {meta.get('driver')}, Python {meta['python']}, "
              f"{', '.join(meta.get('calls', [meta['date']]))}" + (" (smoke: tiny sizes on the CPU)" if meta["smoke"] else ""),
-             "", "| part | outcome | seconds |", "| --- | --- | --- |"]
-    for name, r in meta["parts"].items():
-        for tag, rr in (r.items() if name == "newsgroups" else [("", r)]):
-            lines.append(f"| {name} {tag} | {rr['status']} | {rr['seconds']} |")
+             "", markdown_table([[f"{name} {tag}".strip(), rr["status"], rr["seconds"]] for name, r in meta["parts"].items()
+                                 for tag, rr in (r.items() if name == "newsgroups" else [("", r)])],
+                                ["part", "outcome", "seconds"])]
     lines += ["", "Figures: kernels_*.md, model_*.md, framework_overhead_*.json, newsgroups_*.md (newsgroups_*_finetune.md: "
               "the pretrained encoder) in this folder."]
     (out / "suite.md").write_text("\n".join(lines) + "\n")
@@ -186,6 +193,7 @@ def driver_version() -> str | None:
         return r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else None
     except (OSError, subprocess.SubprocessError):
         return None
+
 
 if __name__ == "__main__":
     main()

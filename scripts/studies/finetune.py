@@ -5,10 +5,10 @@ the classifier trains), each scored on the bydate test split, beside TF-IDF + li
 from-scratch preset and BERT-base; and how the encoder's attention moved while it fine-tuned
 (each head's Jensen-Shannon divergence from its pretrained maps, per epoch: the maps' `drift`).
 
-    python scripts/bench_finetune.py                                   # both runs, raw posts (~1.5 h on 2 cores)
-    python scripts/bench_finetune.py --runs frozen --settings raw,clean # some of them
-    python scripts/bench_finetune.py --smoke                          # tiny, to check the script
-    python scripts/bench_finetune.py --runs finetune --keep /tmp/bench-finetune-x/frozen-raw   # reuse a finished run
+    python scripts/studies/finetune.py                                   # both runs, raw posts (~1.5 h on 2 cores)
+    python scripts/studies/finetune.py --runs frozen --settings raw,clean # some of them
+    python scripts/studies/finetune.py --smoke                          # tiny, to check the script
+    python scripts/studies/finetune.py --runs finetune --keep /tmp/bench-finetune-x/frozen-raw   # reuse a finished run
 
 Writes scripts/results/finetune_minilm_<device>.{json,md} and images/finetune_drift.png.
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,8 +28,11 @@ import torch
 from attnexp.api import compose, load_run, train
 from attnexp.maps import snapshot
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "scripts" / "results"
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts"))
+
+from common import RESULTS, markdown_table  # noqa: E402
+
 SETTINGS = {"raw": [], "clean": ["data.remove=[headers,footers,quotes]"]}
 RUNS = {"finetune": [], "frozen": ["optim.freeze_encoder=true", "optim.lr=3e-3", "optim.warmup_steps=20"]}
 REFERENCE = {  # bydate test accuracy: raw posts / headers, footers and quotes removed
@@ -114,23 +118,20 @@ def drift_figure(rows: list[dict], path: Path) -> None:
 
 def markdown(rows: list[dict], device: str, args) -> str:
     lines = [f"# all-MiniLM-L6-v2 on 20 Newsgroups ({device})", "",
-             "`python scripts/bench_finetune.py" + (" " + " ".join(args.overrides) if args.overrides else "") + "`", "",
-             "| run | posts | test acc | macro-F1 | best val acc | epochs | train time | tokens/s |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in rows:
-        acc = "-" if r["test_acc"] is None else f"{r['test_acc']:.3f}"
-        f1 = "-" if r["test_f1_macro"] is None else f"{r['test_f1_macro']:.3f}"
-        lines.append(f"| {r['run']} | {r['setting']} | {acc} | {f1} | {r['best_val_acc'] or 0:.3f} | {r['epochs']} | "
-                     f"{r['train_time_s'] / 60:.1f} min | {r['tokens_per_s']:,.0f} |")
+             "`python scripts/studies/finetune.py" + (" " + " ".join(args.overrides) if args.overrides else "") + "`", ""]
+    cells = [[r["run"], r["setting"], "-" if r["test_acc"] is None else f"{r['test_acc']:.3f}",
+              "-" if r["test_f1_macro"] is None else f"{r['test_f1_macro']:.3f}", f"{r['best_val_acc'] or 0:.3f}", r["epochs"],
+              f"{r['train_time_s'] / 60:.1f} min", f"{r['tokens_per_s']:,.0f}"] for r in rows]
+    lines.append(markdown_table(cells, ["run", "posts", "test acc", "macro-F1", "best val acc", "epochs", "train time",
+                                        "tokens/s"]))
     lines += ["", "For comparison (bydate test accuracy, raw / cleaned):", ""]
     lines += [f"- {k}: " + " / ".join(f"{v[s]:.3f}" for s in ("raw", "clean") if s in v) for k, v in REFERENCE.items()]
     for r in rows:
         if r["drift"]:
+            layers = len(next(iter(r["drift"].values())))
             lines += ["", f"Drift of {r['run']} ({r['setting']}), mean over each layer's heads, per epoch:", "",
-                      "| epoch | " + " | ".join(f"layer {i}" for i in range(len(next(iter(r["drift"].values()))))) + " |",
-                      "| --- " * (1 + len(next(iter(r["drift"].values())))) + "|"]
-            for e, d in sorted(r["drift"].items()):
-                lines.append(f"| {e} | " + " | ".join(f"{np.mean(layer):.4f}" for layer in d) + " |")
+                      markdown_table([[e, *(f"{np.mean(layer):.4f}" for layer in d)] for e, d in sorted(r["drift"].items())],
+                                     ["epoch", *(f"layer {i}" for i in range(layers))])]
     return "\n".join(lines) + "\n"
 
 

@@ -3,14 +3,14 @@
 its yaml (what it is) or else the settings it makes. Generated, never edited by hand;
 tests/unit/test_docs.py checks that the committed page is what this writes.
 
-    python scripts/docs_config.py            # rewrite docs/config_groups.md
+    python scripts/docs/config_page.py            # rewrite docs/config_groups.md
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CONF = REPO / "conf"
 OUT = REPO / "docs" / "config_groups.md"
 
@@ -63,7 +63,7 @@ def variant(path: Path) -> str:
 
 def page() -> str:
     lines = ["# Every option of every config group", "",
-             "Generated from `conf/` by `python scripts/docs_config.py` (do not edit by hand): each option with",
+             "Generated from `conf/` by `python scripts/docs/config_page.py` (do not edit by hand): each option with",
              "the first comment of its yaml, or the settings it makes. `python -m attnexp train --help` lists the",
              "same; `--cfg job` prints a composed config.", ""]
     for group in sorted(p for p in CONF.rglob("*") if p.is_dir() and any(p.glob("*.yaml"))):

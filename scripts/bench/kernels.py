@@ -4,9 +4,9 @@
 bare `F.scaled_dot_product_attention` call on the same q, k, v: what attnexp's kernel path
 (`attention.kernels.attend`: the mask, the score bias, the dispatch) costs over the kernel itself.
 
-    python scripts/bench_kernels.py                          # CUDA: bf16, T 128..8192, head dim 64 and 128
-    python scripts/bench_kernels.py --device cpu             # CPU: fp32, T 128..1024, head dim 64
-    python scripts/bench_kernels.py --smoke                  # seconds: the tests run this
+    python scripts/bench/kernels.py                          # CUDA: bf16, T 128..8192, head dim 64 and 128
+    python scripts/bench/kernels.py --device cpu             # CPU: fp32, T 128..1024, head dim 64
+    python scripts/bench/kernels.py --smoke                  # seconds: the tests run this
 
 Per row: median fwd+bwd time, TFLOP/s of the attention products (FlashAttention's count: forward
 4·B·H·T²·D, halved when causal; forward + backward 3.5x the forward, the backward recomputing the
@@ -27,8 +27,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO), str(REPO / "scripts")]
+
+from common import write_results  # noqa: E402
 
 from attnexp import attention  # noqa: E402
 from attnexp.attention import MaskSpec  # noqa: E402
@@ -171,13 +173,8 @@ def main() -> None:
     cols = ["variant", "backend", "mask", "T", "head_dim", "batch", "ours_ms", "bare_ms", "ours_vs_bare", "ours_tflops",
             "ours_peak_share", "ours_peak_mb"]
     cols = [c for c in cols if any(c in r for r in rows)]
-    table = "\n".join(["| " + " | ".join(cols) + " |", "| " + " | ".join("---" for _ in cols) + " |",
-                       *("| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows)])
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     stem = f"kernels_{device.type}" + ("_smoke" if args.smoke else "")
-    (out / f"{stem}.json").write_text(json.dumps({**meta, "results": rows}, indent=2) + "\n")
-    (out / f"{stem}.md").write_text(f"# Attention kernels on {meta['device']}\n\n{json.dumps(meta)}\n\n{table}\n")
+    table = write_results(args.out, stem, meta, rows, f"Attention kernels on {meta['device']}", cols)
     print(f"\n{meta['device']} · torch {meta['torch']} · {meta['dtype']} · fwd+bwd, median of {args.repeats}\n{table}")
 
 

@@ -18,9 +18,9 @@ next to it. Then one table and two figures:
 - atlas_accuracy.png: accuracy as a variants x tasks heat map;
 - atlas_recall.png: the best-aligned head of every variant on one recall example (seed 0).
 
-    python scripts/atlas.py                                   # the README's atlas (see --help)
-    python scripts/atlas.py --variants mha,sink --tasks recall --seeds 1 --epochs 2   # a quick look
-    python scripts/atlas.py --tasks induction --runs DIR --reuse       # the tables of finished sweeps
+    python scripts/studies/atlas.py                                   # the README's atlas (see --help)
+    python scripts/studies/atlas.py --variants mha,sink --tasks recall --seeds 1 --epochs 2   # a quick look
+    python scripts/studies/atlas.py --tasks induction --runs DIR --reuse       # the tables of finished sweeps
 
 Writes scripts/results/atlas_<device>.{json,md} and scripts/results/images/atlas_*.png; the runs
 stay under --runs (default: a temporary folder, printed).
@@ -39,9 +39,12 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-RESULTS = REPO / "scripts" / "results"
+sys.path.insert(0, str(REPO / "scripts"))
+
+from common import RESULTS, markdown_table  # noqa: E402
+
 TASKS = ("copy", "reverse", "sort", "recall", "induction", "toy_agreement")
 QUIET = ["logger=none", "trainer.enable_progress_bar=false", "maps.animation=false", "maps.images_to_logger=false",
          "maps.importance=true"]  # each head's importance every epoch: how many heads carry 90% of it
@@ -138,19 +141,19 @@ def markdown(table: dict, tasks: list[str], variants: list[str]) -> str:
         causal = task != "toy_agreement"
         split = "/".join(sorted({a["acc_split"] for a in table[task].values()}))
         chosen = ", the split the checkpoint was chosen on" if split == "val" else ""
-        lines += [f"\n**{task}** (acc on the {split} split{chosen})\n",
-                  "| variant | acc (sd) | steps to 99% (runs) | alignment | entropy | first-token mass | heads for 90% | "
-                  + ("induction score (best head = best-aligned) | " if causal else "") + "tokens/s | params |",
-                  "| --- " * (9 if causal else 8) + "|"]
+        cols = ["variant", "acc (sd)", "steps to 99% (runs)", "alignment", "entropy", "first-token mass", "heads for 90%",
+                *(["induction score (best head = best-aligned)"] if causal else []), "tokens/s", "params"]
+        rows = []
         for v in variants:
             a = table[task].get(v)
             if a is None:
                 continue
             steps = f"{a['steps_to_99']:.0f} ({a['reached_99']}/{a['n']})" if a["steps_to_99"] is not None else f"- (0/{a['n']})"
             heads = f"{a['heads_90']:.1f} of {a['heads']}" if a.get("heads_90") is not None else "-"
-            induction = f"{fmt(a.get('induction'))} ({a.get('induction_is_aligned', 0)}/{a['n']}) | " if causal else ""
-            lines.append(f"| {v} | {a['acc']:.3f} ({a['acc_sd']:.3f}) | {steps} | {fmt(a['alignment'])} | {fmt(a['entropy'])} | "
-                         f"{fmt(a['first_token'])} | {heads} | {induction}{fmt(a['tokens_per_s'], ',.0f')} | {a['params']:,} |")
+            induction = [f"{fmt(a.get('induction'))} ({a.get('induction_is_aligned', 0)}/{a['n']})"] if causal else []
+            rows.append([v, f"{a['acc']:.3f} ({a['acc_sd']:.3f})", steps, fmt(a["alignment"]), fmt(a["entropy"]),
+                         fmt(a["first_token"]), heads, *induction, fmt(a["tokens_per_s"], ",.0f"), f"{a['params']:,}"])
+        lines += [f"\n**{task}** (acc on the {split} split{chosen})\n", markdown_table(rows, cols)]
     return "\n".join(lines) + "\n"
 
 
@@ -256,7 +259,7 @@ def main() -> None:
     (RESULTS / f"atlas_{device}{args.tag}.json").write_text(json.dumps(record, indent=1) + "\n")
     took = "finished runs read again" if args.reuse else f"{meta['total_wall_s'] / 60:.0f} minutes"
     header = (f"# Atlas ({title}; {took})\n\n"
-              f"`python scripts/atlas.py --seeds {args.seeds} --epochs {args.epochs}"
+              f"`python scripts/studies/atlas.py --seeds {args.seeds} --epochs {args.epochs}"
               f"{' ' + ' '.join(args.overrides) if args.overrides else ''}`\n")
     (RESULTS / f"atlas_{device}{args.tag}.md").write_text(header + md)
     print(header + md)

@@ -12,8 +12,8 @@ pictures of it.
 - pictures: `attnexp maps hf=...` of a sentence pair (grid, viewer screenshot, bertviz's head
   view) and of a short 20 Newsgroups post (grid, the viewer's rollout view).
 
-    python scripts/minilm_heads.py                 # ~1 minute on 2 CPU cores
-    python scripts/minilm_heads.py --n 500 --parts heads
+    python scripts/studies/minilm_heads.py                 # ~1 minute on 2 CPU cores
+    python scripts/studies/minilm_heads.py --n 500 --parts heads
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "scripts" / "results"
 IMAGES = RESULTS / "images"
 SHARED = REPO.parent / "shared"
@@ -93,7 +93,7 @@ def heads(model: Path, data: Path, n: int) -> dict:
 
 def markdown(r: dict) -> str:
     lines = [f"# all-MiniLM-L6-v2's heads on {r['sentences']} 20 Newsgroups sentences", "",
-             f"`python scripts/minilm_heads.py`: {r['tokens']:,} tokens ({r['mean_tokens']} a sentence, [CLS] and [SEP] "
+             f"`python scripts/studies/minilm_heads.py`: {r['tokens']:,} tokens ({r['mean_tokens']} a sentence, [CLS] and [SEP] "
              "included). Scores are shares of each real query row's mass, averaged over rows (attnexp.heads.roles). "
              "A head's role is the first pattern whose score reaches its threshold "
              f"({', '.join(f'{k} {v[1]}' for k, v in r['thresholds'].items())}); else mixed.", "",
@@ -110,7 +110,7 @@ def markdown(r: dict) -> str:
 
 def screenshot(url: str, out: Path, size: str) -> None:
     sys.path.insert(0, str(REPO / "scripts"))
-    from readme_maps import screenshot as shot
+    from common import screenshot as shot
 
     shot(url, out, size)
 

@@ -3,8 +3,8 @@
 random tokens (no data pipeline), with and without `torch.compile`: tokens/s, model FLOPs
 utilisation (attnexp.perf's count over the device's dense peak), peak memory.
 
-    python scripts/bench_model.py                      # CUDA: GPT-2-small-sized (T=1024) and model=small, bf16
-    python scripts/bench_model.py --smoke              # CPU, tiny, seconds: the tests run this
+    python scripts/bench/model.py                      # CUDA: GPT-2-small-sized (T=1024) and model=small, bf16
+    python scripts/bench/model.py --smoke              # CPU, tiny, seconds: the tests run this
 
 Prints a table; writes JSON and Markdown to --out (model_<device>.json/.md).
 """
@@ -20,8 +20,10 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO), str(REPO / "scripts")]
+
+from common import write_results  # noqa: E402
 
 from attnexp.config import AttentionConfig, ModelConfig, OptimConfig  # noqa: E402
 from attnexp.model import Transformer, lm_loss  # noqa: E402
@@ -101,13 +103,8 @@ def main() -> None:
     meta = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu", "torch": torch.__version__,
             "cuda": torch.version.cuda, "date": datetime.now().isoformat(timespec="seconds")}
     cols = ["model", "compile", "params_m", "T", "batch", "step_ms", "tokens_per_s", "tflops", "mfu", "peak_mb", "warmup_s"]
-    table = "\n".join(["| " + " | ".join(cols) + " |", "| " + " | ".join("---" for _ in cols) + " |",
-                       *("| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows)])
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     stem = f"model_{device.type}" + ("_smoke" if args.smoke else "")
-    (out / f"{stem}.json").write_text(json.dumps({**meta, "results": rows}, indent=2) + "\n")
-    (out / f"{stem}.md").write_text(f"# Whole model on {meta['device']}\n\n{json.dumps(meta)}\n\n{table}\n")
+    table = write_results(args.out, stem, meta, rows, f"Whole model on {meta['device']}", cols)
     print(f"\n{meta['device']} · torch {meta['torch']}\n{table}")
 
 

@@ -8,12 +8,12 @@ scripts/results/images/:
   it, the best head's induction score and alignment, and validation accuracy
   (heads_over_epochs.png, heads_over_epochs.json).
 - relevance: a 20 Newsgroups test post through a classifier checkpoint (--ckpt: the MiniLM
-  fine-tune of scripts/bench_finetune.py, say), each token shaded by its relevance to the
+  fine-tune of scripts/studies/finetune.py, say), each token shaded by its relevance to the
   predicted and to the true class (Chefer et al.'s gradient x attention), as the viewer's text
   view draws it (relevance_pred.png, relevance_true.png).
 
-    python scripts/readme_heads.py --parts importance
-    python scripts/readme_heads.py --parts relevance --ckpt RUN/checkpoints/best-epoch02.ckpt
+    python scripts/studies/readme_heads.py --parts importance
+    python scripts/studies/readme_heads.py --parts relevance --ckpt RUN/checkpoints/best-epoch02.ckpt
 """
 
 from __future__ import annotations
@@ -28,27 +28,30 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "scripts" / "results" / "images"
 SHARED = REPO.parent / "shared"
 
 
 def importance(run: Path | None) -> dict:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from attnexp.heads.importance import heads_for_share
-    from attnexp.maps import snapshot
-
+    """heads_over_epochs.png/json from experiment=induction with maps.importance (trained here unless `run`)."""
     if run is None:
         run = Path(tempfile.mkdtemp(prefix="readme-induction-"))
         subprocess.run([sys.executable, "-m", "attnexp", "train", "experiment=induction", "maps.importance=true",
                         "logger=none", "trainer.enable_progress_bar=false", f"hydra.run.dir={run}"], cwd=REPO, check=True,
                        capture_output=True)
     s = json.loads((run / "summary.json").read_text())
-    acc = {h["epoch"]: h.get("val/acc") for h in s["metrics"]["history"]}
+    epochs, imps, rows = importance_rows(run, {h["epoch"]: h.get("val/acc") for h in s["metrics"]["history"]})
+    importance_figure(epochs, imps, rows, s["attention"]["name"])
+    (OUT / "heads_over_epochs.json").write_text(json.dumps({"run": str(run), "epochs": rows}, indent=2) + "\n")
+    return {"run": str(run), "last": rows[-1]}
+
+
+def importance_rows(run: Path, acc: dict) -> tuple[list[int], list, list[dict]]:
+    """Per snapshot of the run: its epoch, its importance table and a row of what the heads do."""
+    from attnexp.heads.importance import heads_for_share
+    from attnexp.maps import snapshot
+
     epochs, imps, rows = [], [], []
     for path in snapshot.files(run / "maps"):
         st = snapshot.read(path).per_head
@@ -61,6 +64,15 @@ def importance(run: Path | None) -> dict:
                      "alignment_best": float(st["alignment"].max()),
                      "alignment_head": "L{}H{}".format(*np.unravel_index(int(np.argmax(st["alignment"])),
                                                                          st["alignment"].shape))})
+    return epochs, imps, rows
+
+
+def importance_figure(epochs: list[int], imps: list, rows: list[dict], variant: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     shown = sorted({0, 1, len(epochs) // 2, len(epochs) - 1})
     fig = plt.figure(figsize=(12, 5.2))
     top = max(float(np.max(imps)), 1e-9)
@@ -89,12 +101,10 @@ def importance(run: Path | None) -> dict:
     ax.grid(alpha=0.3)
     ax.legend(loc="lower center", fontsize=8, ncol=3)
     ax2.legend(loc="upper left", fontsize=8)
-    fig.suptitle(f"experiment=induction ({s['attention']['name']}, {imps[0].shape[0]} layers x {imps[0].shape[1]} heads): "
+    fig.suptitle(f"experiment=induction ({variant}, {imps[0].shape[0]} layers x {imps[0].shape[1]} heads): "
                  "head importance and the induction circuit over training", fontsize=10)
     fig.savefig(OUT / "heads_over_epochs.png", dpi=100, bbox_inches="tight")
     plt.close(fig)
-    (OUT / "heads_over_epochs.json").write_text(json.dumps({"run": str(run), "epochs": rows}, indent=2) + "\n")
-    return {"run": str(run), "last": rows[-1]}
 
 
 def post(data: Path, tokens_at_most: int = 110) -> tuple[str, int]:
@@ -116,7 +126,7 @@ def relevance(ckpt: Path, data: Path) -> dict:
     from attnexp.maps.html import write_viewer
 
     sys.path.insert(0, str(REPO / "scripts"))
-    from readme_maps import screenshot
+    from common import screenshot
 
     text, label = post(data)
     src = maps_source_checkpoint(str(ckpt), [text])

@@ -3,7 +3,7 @@
 measured from the top of attnexp/__main__.py), for the README's default run, each in a fresh
 process; and how long `import attnexp.training.fit` alone takes (Lightning, torch, torchmetrics).
 
-    python scripts/bench_startup.py --repeats 5
+    python scripts/bench/startup.py --repeats 5
 
 What is installed matters: torchmetrics imports scipy.signal when scipy is there (scikit-learn
 brings it: the `newsgroups` extra) and transformers when that is there (the `test` extra). The
@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def main() -> None:

@@ -7,8 +7,8 @@ Scalars, Images and HParams plugins hold this run's data (the loss and accuracy 
 attention grids, the run's settings), takes a headless-Chromium screenshot of the Images and Scalars
 tabs (the scalars filtered to val/ and train/), and stops the server it started (by its PID).
 
-    python scripts/dashboards.py                      # scripts/results/images/tensorboard_*.png
-    python scripts/dashboards.py --run outputs/DATE/TIME_copy_causal --out /tmp/shots
+    python scripts/studies/dashboards.py                      # scripts/results/images/tensorboard_*.png
+    python scripts/studies/dashboards.py --run outputs/DATE/TIME_copy_causal --out /tmp/shots
 
 Prints what the API returned (JSON) and exits 1 if any of it is missing. The README's TensorBoard
 picture is this script's output; tests/e2e/test_dashboards.py runs it.
@@ -29,7 +29,7 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RUN = ["experiment=copy", "trainer.max_epochs=3", "data.n_train=1500", "logger=tensorboard", "maps.n_examples=2",
        "trainer.enable_progress_bar=false", "test=false"]
 # the tabs pictured: the per-epoch maps and head roles, and the training curves (val/ and train/ only, unsmoothed)
@@ -130,7 +130,8 @@ def problems(found: dict) -> list[str]:
 
 
 def screenshot(url: str, path: Path) -> None:
-    from readme_maps import screenshot as chromium_screenshot  # scripts/ is on the path of a script it runs
+    sys.path.insert(0, str(REPO / "scripts"))
+    from common import screenshot as chromium_screenshot
 
     chromium_screenshot(url, path, "1400,1000", wait_ms=20000)
 

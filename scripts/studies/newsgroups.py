@@ -2,11 +2,11 @@
 """20 Newsgroups benchmark: load + tokenize time (cold and cached), then train and test a small
 transformer on the real bydate split, for raw text and for headers/footers/quotes removed.
 
-    python scripts/bench_newsgroups.py                        # both settings, 15 min of training each
-    python scripts/bench_newsgroups.py --minutes 3 --settings raw model.n_layers=1   # extra overrides
+    python scripts/studies/newsgroups.py                        # both settings, 15 min of training each
+    python scripts/studies/newsgroups.py --minutes 3 --settings raw model.n_layers=1   # extra overrides
 
-    python scripts/bench_newsgroups.py --baseline-only        # the TF-IDF + linear SVM baseline alone (~2 min)
-    python scripts/bench_newsgroups.py --choose               # the preset, chosen on validation from the settings tried
+    python scripts/studies/newsgroups.py --baseline-only        # the TF-IDF + linear SVM baseline alone (~2 min)
+    python scripts/studies/newsgroups.py --choose               # the preset, chosen on validation from the settings tried
 
 Prints a table and writes scripts/results/newsgroups_<device>.json and .md (newsgroups_baseline.json
 with --baseline-only). The TF-IDF + linear SVM baseline is computed here, on the same split and
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,7 +29,10 @@ from attnexp.api import compose as compose_cfg  # the same composition as `attne
 from attnexp.api import load_run, train
 from attnexp.data import build_datamodule
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts"))
+
+from common import markdown_table  # noqa: E402
 
 SETTINGS = {"raw": [], "clean": ["data.remove=[headers,footers,quotes]"]}
 
@@ -163,38 +167,43 @@ def main() -> None:
     results = {"device": device, "platform": platform.platform(), "torch": torch.__version__,
                "experiment": args.experiment, "overrides": args.overrides, "minutes": args.minutes, "settings": {}}
     for name in args.settings.split(","):
-        ov = [f"experiment={args.experiment}", "logger=csv", limit, "trainer.enable_progress_bar=false", *SETTINGS[name],
-              *args.overrides]
-        times = load_times(args.experiment, SETTINGS[name] + [o for o in args.overrides if o.startswith(("data.", "model.init"))])
-        out_dir = Path(tempfile.mkdtemp(prefix=f"bench-ng-{name}-"))
-        s = train(load_run(compose_cfg(ov, out_dir)))
-        test = s["metrics"]["test"]
-        base = stored_baseline(args.baseline_from, name, data_ov) or tfidf_svm(name, data_ov)
-        results["settings"][name] = {
-            "test_acc": test.get("test/acc"), "test_f1_macro": test.get("test/f1_macro"), "chosen_on": "val",
+        results["settings"][name] = one_setting(name, args, limit, data_ov)
+        print(json.dumps({name: results["settings"][name]}, indent=2), flush=True)
+    write_tables(results, args, device)
+
+
+def one_setting(name: str, args, limit: str, data_ov: list[str]) -> dict:
+    """One setting (raw or clean) trained once: its test figures beside the baseline's on the same posts."""
+    ov = [f"experiment={args.experiment}", "logger=csv", limit, "trainer.enable_progress_bar=false", *SETTINGS[name],
+          *args.overrides]
+    times = load_times(args.experiment, SETTINGS[name] + [o for o in args.overrides if o.startswith(("data.", "model.init"))])
+    out_dir = Path(tempfile.mkdtemp(prefix=f"bench-ng-{name}-"))
+    s = train(load_run(compose_cfg(ov, out_dir)))
+    test = s["metrics"]["test"]
+    base = stored_baseline(args.baseline_from, name, data_ov) or tfidf_svm(name, data_ov)
+    return {"test_acc": test.get("test/acc"), "test_f1_macro": test.get("test/f1_macro"), "chosen_on": "val",
             "tfidf_svm": base, "tfidf_svm_acc": base["test_acc"],
             "gap_pts": round(100 * (base["test_acc"] - test.get("test/acc", 0)), 1),
             "best_val_acc": (s["metrics"]["best"] or {}).get("value"), "epochs": s["epochs"], "steps": s["steps"],
             "train_time_s": s["train_time_s"], "wall_time_s": s["wall_time_s"], "tokens_per_s": s["tokens_per_s"],
             "load_tokenize": times, "n_params": s["model"]["n_params"], "device": s["device"], "run_dir": str(out_dir),
-            "overrides": ov,
-        }
-        print(json.dumps({name: results["settings"][name]}, indent=2), flush=True)
+            "overrides": ov}
 
+
+def write_tables(results: dict, args, device: str) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"newsgroups_{'gpu' if torch.cuda.is_available() else 'cpu'}{args.tag}"
     (out / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
-    rows = ["| setting | test acc | macro-F1 | TF-IDF+SVM (macro-F1; range) | gap (pts) | epochs | train s | wall s "
-            "| tokens/s | load+tok cold / cached s |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    rows = []
     for name, r in results["settings"].items():
         b = r["tfidf_svm"]
         svm = f"{b['test_acc']:.3f} ({b['test_f1_macro']:.3f}; {b['test_acc_range'][0]:.3f}-{b['test_acc_range'][1]:.3f})"
-        rows.append(f"| {name} | {r['test_acc']:.3f} | {r['test_f1_macro']:.3f} | {svm} | {r['gap_pts']} | "
-                    f"{r['epochs']} | {r['train_time_s']:.0f} | {r['wall_time_s']:.0f} | {r['tokens_per_s']:.0f} | "
-                    f"{r['load_tokenize']['cold_s']} / {r['load_tokenize']['cached_s']} |")
-    table = "\n".join(rows)
+        rows.append([name, f"{r['test_acc']:.3f}", f"{r['test_f1_macro']:.3f}", svm, r["gap_pts"], r["epochs"],
+                     f"{r['train_time_s']:.0f}", f"{r['wall_time_s']:.0f}", f"{r['tokens_per_s']:.0f}",
+                     f"{r['load_tokenize']['cold_s']} / {r['load_tokenize']['cached_s']}"])
+    table = markdown_table(rows, ["setting", "test acc", "macro-F1", "TF-IDF+SVM (macro-F1; range)", "gap (pts)", "epochs",
+                                  "train s", "wall s", "tokens/s", "load+tok cold / cached s"])
     (out / f"{stem}.md").write_text(f"# 20 Newsgroups on {device}: experiment={args.experiment}\n\n"
                                     f"{args.minutes} min training limit per setting; the checkpoint and the "
                                     f"SVM's setting chosen on validation, the test split touched once; "

@@ -1,0 +1,53 @@
+"""What the scripts share: where results go, one writer of a result file (`{meta, results}` JSON
+beside a markdown table) and one markdown table, and one headless-Chromium screenshot. A script in
+scripts/bench/, scripts/studies/ or scripts/gpu/ imports it after `sys.path.insert(0, SCRIPTS)`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "scripts" / "results"
+
+
+def markdown_table(rows: Sequence[dict | Sequence], columns: Sequence[str]) -> str:
+    """A markdown table: a row is a dict (its values under `columns`, "" where missing) or a sequence
+    of cells; a `|` inside a cell is escaped."""
+    def cell(v) -> str:
+        return str("" if v is None else v).replace("|", "\\|")
+
+    cells = [[r.get(c, "") for c in columns] if isinstance(r, dict) else list(r) for r in rows]
+    return "\n".join(["| " + " | ".join(columns) + " |", "| " + " | ".join("---" for _ in columns) + " |",
+                      *("| " + " | ".join(map(cell, r)) + " |" for r in cells)])
+
+
+def write_results(out: Path | str, stem: str, meta: dict, results: list[dict], title: str,
+                  columns: Sequence[str] | None = None, note: str = "") -> str:
+    """<out>/<stem>.json ({**meta, "results": results}) and <stem>.md (the title, the meta as one JSON
+    line, `note`, and the results as a table of `columns`, default every key of the first row).
+    Returns the table."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    table = markdown_table(results, columns or (list(results[0]) if results else []))
+    (out / f"{stem}.json").write_text(json.dumps({**meta, "results": results}, indent=2) + "\n")
+    (out / f"{stem}.md").write_text(f"# {title}\n\n{json.dumps(meta)}\n\n" + (f"{note}\n\n" if note else "") + f"{table}\n")
+    return table
+
+
+def screenshot(url: str, out: Path, size: str, wait_ms: int = 10000) -> None:
+    """A headless-Chromium picture of `url`, after `wait_ms` of virtual time for pages that draw
+    asynchronously."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        raise SystemExit("the screenshots need Debian's chromium (apt-get install chromium)")
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+             f"--window-size={size}", f"--virtual-time-budget={wait_ms}"]
+    with tempfile.TemporaryDirectory() as profile:
+        subprocess.run([chromium, *flags, f"--user-data-dir={profile}", f"--screenshot={out}", url], check=True,
+                       capture_output=True, timeout=180)
