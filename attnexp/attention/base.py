@@ -25,6 +25,7 @@ class Attention(nn.Module):
     rows: ClassVar[str] = "1"
     backends_why: ClassVar[str] = ""  # why a variant lacks the fused backends, shown by `attnexp variants`
     positional: ClassVar[bool] = False  # encodes positions itself: no learned position embedding needed
+    packed_qkv: ClassVar[bool] = False  # one q/k/v projection, `qkv_weight()` (attention.qkv_init applies)
     # AttentionConfig fields this variant reads, with its default (None: the user must set it);
     # setting one of them for a variant that does not read it is a config error.
     options: ClassVar[dict[str, Any]] = {}
@@ -56,6 +57,17 @@ class Attention(nn.Module):
     def initialise(self) -> None:
         """Called after the model's generic initialisation (normal(0, 0.02) weights, zero biases)
         for parameters this variant initialises its own way (the forget gate's bias)."""
+
+    def qkv_weight(self):
+        """The packed q/k/v projection's weight (variants with `packed_qkv`)."""
+        raise NotImplementedError(f"{self.name} has no packed q/k/v projection")
+
+    def init_qkv(self, scheme: str) -> None:
+        """attention.qkv_init, after the generic initialisation (which drew every nn.Linear from
+        N(0, 0.02): `normal` is that already); `xavier` is torch.nn.MultiheadAttention's
+        xavier_uniform_ over the packed matrix."""
+        if self.packed_qkv and scheme == "xavier":
+            nn.init.xavier_uniform_(self.qkv_weight())
 
     def set_layer(self, layer: int) -> None:
         """Told its block's index (0-based) after construction; for variants whose initialisation

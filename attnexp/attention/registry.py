@@ -17,7 +17,7 @@ from attnexp.config import AttentionConfig, ConfigError, ModelConfig, check, one
 REGISTRY: dict[str, type[Attention]] = {}
 ALIASES: dict[str, str] = {}  # an older name -> the variant's name
 MASKS = ("causal", "bidirectional")
-_SHARED = ("name", "mask", "backend", "dropout")  # every other AttentionConfig field belongs to some variant
+_SHARED = ("name", "mask", "backend", "dropout", "qkv_init")  # every other AttentionConfig field belongs to some variant
 _loaded = False
 
 
@@ -90,6 +90,10 @@ def validate(a: AttentionConfig, m: ModelConfig, training_on_cpu: bool | None = 
     check(a.backend in cls.backends,
           f"attention.backend={a.backend!r} is not available for {a.name}; it runs on: {', '.join(cls.backends)}")
     check(0 <= a.dropout < 1, f"attention.dropout={a.dropout} must be in [0, 1)")
+    one_of(a.qkv_init, ("normal", "xavier"), "attention.qkv_init")
+    check(a.qkv_init == "normal" or cls.packed_qkv,
+          f"attention.qkv_init={a.qkv_init} needs one packed q/k/v projection, which {a.name} does not have; "
+          f"use it with {', '.join(n for n, c in reg.items() if c.packed_qkv)}")
     if a.backend == "flex":
         check(a.dropout == 0, "attention.backend=flex has no attention dropout; set attention.dropout=0 or use backend=sdpa")
         check(not training_on_cpu, "attention.backend=flex trains only on CUDA (FlexAttention has no backward on CPU); "

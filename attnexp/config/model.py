@@ -16,6 +16,10 @@ class AttentionConfig:
     mask: str = "causal"  # causal | bidirectional
     backend: str = "sdpa"  # eager | sdpa | flex (linear attention: eager | linear)
     dropout: float = 0.0  # on the attention probabilities
+    # The packed q/k/v projection's initialisation: normal = N(0, 0.02) as every other weight (GPT-2,
+    # nanoGPT); xavier = torch.nn.MultiheadAttention's own (xavier_uniform_ over the packed matrix,
+    # ~4x larger at d=64). Variants with one packed q/k/v projection only (mha and its kin, torch_mha).
+    qkv_init: str = "normal"
     # Options of single variants (null: the variant's default, or unused); each variant lists the
     # ones it reads in its `options`, and setting one another variant reads is a config error.
     window: int | None = None  # sliding_window: keys within this many positions

@@ -71,6 +71,7 @@ class Transformer(nn.Module):
             raise ValueError(f"Unknown head {head!r}; choose lm or classify")
         self.apply(self._init)
         for block in self.blocks:
+            block.attn.init_qkv(a.qkv_init)  # one scheme for every variant's q/k/v projection (attention.qkv_init)
             block.attn.initialise()
 
     @staticmethod

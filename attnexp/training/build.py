@@ -18,9 +18,9 @@ from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, Mode
 from attnexp.compat.lightning import on_last_batch
 from attnexp.config import ConfigError, Run
 from attnexp.model import checkpoints
-from attnexp.training.device import precision, training_on_cpu
 from attnexp.results.compare import alive
 from attnexp.training.console import EpochLines, bar_safe_logging, interactive
+from attnexp.training.device import precision, training_on_cpu
 from attnexp.training.guards import OptunaPruning, StopGuard
 from attnexp.training.loggers import sweep_fields
 from attnexp.training.maps_callback import AttentionMaps

@@ -23,6 +23,7 @@ class MultiHead(Attention):
     name = "mha"
     aliases = ("fused",)  # its name before attnexp 0.2: checkpoints and configs that say "fused" still load
     summary = "multi-head attention, one QKV projection (BERT/GPT layout), optional head mask"
+    packed_qkv = True
 
     def __init__(self, d_model, n_heads, cfg):
         super().__init__(d_model, n_heads, cfg)
@@ -30,6 +31,9 @@ class MultiHead(Attention):
         self.n_kv = self.kv_heads()
         self.qkv = nn.Linear(d_model, (n_heads + 2 * self.n_kv) * self.d_head)
         self.out = nn.Linear(d_model, d_model)
+
+    def qkv_weight(self):
+        return self.qkv.weight
 
     def kv_heads(self) -> int:
         return self.n_heads

@@ -44,6 +44,7 @@ class MultiHeadLatent(MultiHead):
     name = "mla"
     summary = "multi-head latent attention: low-rank joint K/V latent, decoupled RoPE (DeepSeek-V2)"
     positional = True
+    packed_qkv = False  # separate down- and up-projections
     options = {"kv_rank": 32, "q_rank": 0, "rope_dim": 8, "rope_base": 10000.0}
 
     def __init__(self, d_model, n_heads, cfg):

@@ -21,10 +21,23 @@ class TorchMHA(Attention):
     summary = "torch.nn.MultiheadAttention wrapped (batch_first, per-head weights)"
     backends = ("eager", "sdpa")
     backends_why = "no flex: nn.MultiheadAttention chooses its own kernel"
+    packed_qkv = True  # its in_proj_weight; N(0, 0.02) like every variant's unless attention.qkv_init=xavier
 
     def __init__(self, d_model, n_heads, cfg):
         super().__init__(d_model, n_heads, cfg)
         self.mha = nn.MultiheadAttention(d_model, n_heads, dropout=cfg.dropout, batch_first=True)
+
+    def qkv_weight(self):
+        return self.mha.in_proj_weight
+
+    def init_qkv(self, scheme: str) -> None:
+        """Its in_proj_weight is no nn.Linear, so the generic N(0, 0.02) passed it by and it kept
+        nn.MultiheadAttention's xavier_uniform_ (4.4x larger at d=64): now drawn like every other
+        variant's q/k/v unless attention.qkv_init=xavier asks for torch's."""
+        if scheme == "xavier":
+            nn.init.xavier_uniform_(self.qkv_weight())
+        else:
+            nn.init.normal_(self.qkv_weight(), std=0.02)
 
     def forward(self, x_BTD, mask, need_weights=False, head_mask_H=None):
         if need_weights or self.backend == "eager" or head_mask_H is not None:  # the module cannot silence a head
