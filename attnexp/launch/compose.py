@@ -28,6 +28,8 @@ def register_schemas() -> None:
     # run folders say what ran: <time>_<experiment, or data-task>_<attention> (conf/config.yaml's hydra.run.dir)
     OmegaConf.register_new_resolver("attnexp_or", lambda first, other: other if first in (None, "", "None") else first,
                                     replace=True)
+    # an absolute path: the MLflow logger's SQLite store and artifacts under paths.log_dir, wherever it is given
+    OmegaConf.register_new_resolver("attnexp_abspath", lambda p: str(Path(p).resolve()), replace=True)
     cs = ConfigStore.instance()
     for name, node in [("attention", AttentionConfig), ("model", ModelConfig), ("task", TaskConfig),
                        ("optim", OptimConfig), ("maps", MapsConfig), ("checkpoint", CheckpointConfig)]:

@@ -3,6 +3,7 @@ in an override is reported in about a second), and the job's context read from H
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from attnexp.config import (
     AttentionConfig,
     CheckpointConfig,
+    ConfigError,
     ExtrasConfig,
     JobContext,
     MapsConfig,
@@ -26,6 +28,8 @@ from attnexp.config import (
     split_override,
 )
 from attnexp.data.configs import load_data_config
+
+log = logging.getLogger("attnexp")
 
 # torch, the attention registry (torch modules) and the checkpoint reader are imported where they
 # are needed, after the checks that need none of them: a typo or an impossible size is one line in
@@ -122,6 +126,28 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+OPTIONAL_LOGGERS = {"MLFlowLogger": ("mlflow", "mlflow")}  # class -> (the module it needs, attnexp's extra)
+
+
+def installed_loggers(specs: dict, choice: str | None) -> dict:
+    """The logger specs whose package is installed: `logger=many` leaves an optional one out with a
+    line, a logger asked for by name needs it (a one-line ConfigError with the install command)."""
+    import importlib.util
+
+    out = {}
+    for name, spec in (specs or {}).items():
+        cls = str(spec.get("_target_", "") if isinstance(spec, dict) else "").rsplit(".", 1)[-1]
+        module, extra = OPTIONAL_LOGGERS.get(cls, (None, None))
+        if module is None or importlib.util.find_spec(module) is not None:
+            out[name] = spec
+        elif choice == "many":
+            log.info("logger=many: %s left out (not installed: pip install 'attnexp[%s]')", name, extra)
+        else:
+            raise ConfigError(f"logger={name} needs {module}, which is not installed: pip install 'attnexp[{extra}]' "
+                              f"(or choose another logger)")
+    return out
+
+
 def load_run(cfg: DictConfig, started: float | None = None) -> Run:
     """The one place a DictConfig turns into typed objects; every mistake is a ConfigError.
     `started`: when the command started (time.time()), for the run's start-up time."""
@@ -153,6 +179,8 @@ def load_run(cfg: DictConfig, started: float | None = None) -> Run:
     ckpt = ckpt.resolved(monitored_metrics(t.name, data.aligned(t), maps.enabled))
     extras = from_dict(ExtrasConfig, section(cfg, "extras"), "extras")
     resolved = {k: section(cfg, k) if OmegaConf.is_config(cfg[k]) else cfg[k] for k in cfg if k != "hydra"}
+    job = job_context(started)
     return Run(a, m, t.resolved(a), o, data, trainer, top.seed, top.resume, top.test, maps, ckpt,
-               loggers=section(cfg, "logger"), callbacks=section(cfg, "callbacks"), out_dir=Path(cfg.paths.output_dir),
-               config=resolved, threads=top.threads, job=job_context(started), tags=top.tags, extras=extras)
+               loggers=installed_loggers(section(cfg, "logger"), job.choices.get("logger")),
+               callbacks=section(cfg, "callbacks"), out_dir=Path(cfg.paths.output_dir),
+               config=resolved, threads=top.threads, job=job, tags=top.tags, extras=extras)

@@ -22,7 +22,7 @@ from attnexp.results.compare import alive
 from attnexp.training.console import EpochLines, bar_safe_logging, interactive
 from attnexp.training.device import precision, training_on_cpu
 from attnexp.training.guards import OptunaPruning, StopGuard
-from attnexp.training.loggers import sweep_fields
+from attnexp.training.loggers import log_config, run_fields, sweep_fields
 from attnexp.training.maps_callback import AttentionMaps
 
 
@@ -260,18 +260,10 @@ def shows_bar(run: Run) -> bool:
 def loggers(run: Run) -> list:
     """The configured loggers, a sweep's fields added, each holding the whole config (TensorBoard's
     hparams.yaml, wandb's run config)."""
-    built = [instantiate(with_tags(sweep_fields(spec, run.job.sweep_dir, run.job.swept, run.job.overrides), run.tags))
-             for spec in run.loggers.values()]
-    for lg in built:
-        lg.log_hyperparams(run.config)
+    built = [instantiate(run_fields(sweep_fields(spec, run.job.sweep_dir, run.job.swept, run.job.overrides), run.tags,
+                                    run.out_dir.name)) for spec in run.loggers.values()]
+    log_config(built, run.config)
     return built
-
-
-def with_tags(spec: dict, tags: list[str]) -> dict:
-    """wandb's run tags gain the run's `tags=[...]` (TensorBoard gets them in its hparams record)."""
-    if not tags or "Wandb" not in str(spec.get("_target_", "")):
-        return spec
-    return {**spec, "tags": [*(spec.get("tags") or []), *tags]}
 
 
 def trainer(run: Run, callbacks: list, loggers_: list):

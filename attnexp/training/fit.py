@@ -148,7 +148,7 @@ def _train(run: Run, stops: StopSignals, extra_callbacks: Sequence[L.Callback]) 
         raise
     finally:
         stops.trainer = None
-        finish(loggers, completed=recorder.status == Status.COMPLETED)
+        finish(loggers, completed=recorder.status == Status.COMPLETED, run_dir=run.out_dir)
 
 
 def test(run: Run, trainer, module, dm, best, recorder: RunRecorder) -> None:

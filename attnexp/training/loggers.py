@@ -1,5 +1,5 @@
 """Everything logger-specific, one adapter per logger: how an image, a table, the run's settings
-with its final metrics and the end of a run reach TensorBoard, wandb and CSV. The rest of attnexp
+with its final metrics and the end of a run reach TensorBoard, wandb, MLflow and CSV. The rest of attnexp
 calls these functions with every logger the trainer holds and never asks which one it is.
 
 A logger without an adapter here (a callback's own, `logger=` with any Lightning logger) still gets
@@ -9,13 +9,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.loggers import CSVLogger, Logger, MLFlowLogger, TensorBoardLogger, WandbLogger
 
 from attnexp.compat.lightning import wandb_started
 
 
 class Adapter:
     """What one kind of logger does with what attnexp logs beyond scalars (default: nothing)."""
+
+    def config(self, lg: Logger, config: dict) -> None:
+        """The whole composed config, as the run starts (Lightning adds the model's settings at fit)."""
+        lg.log_hyperparams(config)
 
     def image(self, lg: Logger, key: str, img, png: bytes, step: int) -> None:
         pass
@@ -29,7 +33,7 @@ class Adapter:
     def final_hparams(self, lg: Logger, params: dict, metrics: dict, step: int) -> None:
         pass
 
-    def finish(self, lg: Logger, completed: bool) -> None:
+    def finish(self, lg: Logger, completed: bool, run_dir: Path | None = None) -> None:
         pass
 
 
@@ -62,19 +66,51 @@ class Wandb(Adapter):
 
         lg.experiment.log({key: wandb.Histogram(values)}, step=step)
 
-    def finish(self, lg, completed):
+    def finish(self, lg, completed, run_dir=None):
         # A wandb run ends with its job: the next job of a sweep (Hydra's basic launcher runs them in
         # one process) gets a run of its own; a run that did not complete is marked failed.
         if wandb_started(lg):
             lg.experiment.finish(exit_code=0 if completed else 1)
 
 
+class MLflow(Adapter):
+    # What a run leaves beside its metrics and params, as artifacts of the MLflow run (the maps folder's
+    # viewer and GIFs under maps/): what someone browsing the tracking server opens.
+    FILES = ("summary.json", "config_resolved.yaml", "maps/viewer.html", "maps/evolution_ex*.gif")
+
+    def config(self, lg, config):
+        # under config/: an MLflow param cannot change, and the settings Lightning logs at fit are the
+        # resolved ones (task.objective=next where the config says auto)
+        lg.log_hyperparams({"config": config})
+
+    def image(self, lg, key, img, png, step):  # an image series: the UI's step slider, as TensorBoard's
+        lg.experiment.log_image(lg.run_id, img.convert("RGB"), key=key, step=step)
+
+    def table(self, lg, key, columns, rows, step):
+        lg.experiment.log_table(lg.run_id, {c: [r[i] for r in rows] for i, c in enumerate(columns)},
+                                artifact_file=f"{key}/step{step:06d}.json")
+
+    def finish(self, lg, completed, run_dir=None):
+        if lg.experiment is None or not isinstance(lg.run_id, str):  # a DDP rank other than 0 holds no run
+            return
+        for pattern in self.FILES if run_dir else ():
+            for path in sorted(Path(run_dir).glob(pattern)):
+                lg.experiment.log_artifact(lg.run_id, str(path), artifact_path=str(Path(pattern).parent).strip("."))
+        if not completed:  # Lightning ends it as FINISHED whatever happened
+            lg.experiment.set_terminated(lg.run_id, "FAILED")
+
+
 ADAPTERS: list[tuple[type[Logger], Adapter]] = [(TensorBoardLogger, TensorBoard()), (WandbLogger, Wandb()),
-                                                 (CSVLogger, Adapter())]
+                                                 (MLFlowLogger, MLflow()), (CSVLogger, Adapter())]
 
 
 def adapter(lg: Logger) -> Adapter:
     return next((a for cls, a in ADAPTERS if isinstance(lg, cls)), Adapter())
+
+
+def log_config(loggers, config: dict) -> None:
+    for lg in loggers:
+        adapter(lg).config(lg, config)
 
 
 def log_image(loggers, key: str, img, png: bytes, step: int) -> None:
@@ -97,9 +133,28 @@ def log_final_hparams(loggers, params: dict, metrics: dict, step: int) -> None:
         adapter(lg).final_hparams(lg, params, metrics, step)
 
 
-def finish(loggers, completed: bool) -> None:
+def finish(loggers, completed: bool, run_dir: Path | None = None) -> None:
     for lg in loggers:
-        adapter(lg).finish(lg, completed)
+        adapter(lg).finish(lg, completed, run_dir)
+
+
+def run_fields(spec: dict, tags: list[str], run_name: str) -> dict:
+    """A logger's spec with the run's own fields: wandb's run tags gain `tags=[...]` (TensorBoard gets
+    them in its hparams record); an MLflow run is named after its run folder and carries each tag as
+    a tag of its own; a local SQLite store gets its folder and its artifacts beside it (mlartifacts/:
+    a tracking server keeps its own)."""
+    target = str(spec.get("_target_", ""))
+    if "Wandb" in target and tags:
+        return {**spec, "tags": [*(spec.get("tags") or []), *tags]}
+    if "MLFlow" in target:
+        uri, local = str(spec.get("tracking_uri") or ""), {}
+        if uri.startswith("sqlite:///"):
+            folder = Path(uri[len("sqlite:///"):]).parent
+            folder.mkdir(parents=True, exist_ok=True)
+            local = {"artifact_location": spec.get("artifact_location") or str(folder.resolve() / "mlartifacts")}
+        return {**spec, **local, "run_name": spec.get("run_name") or run_name,
+                "tags": {**(spec.get("tags") or {}), **{f"tag.{t}": "true" for t in tags}}}
+    return spec
 
 
 def sweep_fields(spec: dict, sweep_dir: str | None, swept: list[str], overrides: list[str] | None) -> dict:

@@ -1,17 +1,25 @@
 #!/usr/bin/env python
-"""Open an attnexp run in TensorBoard as its user would, and keep a picture of it.
+"""Open attnexp runs in their dashboards as their users would, and keep a picture of each.
+
+--parts tensorboard (default), optuna, mlflow:
 
 Trains a short run (experiment=copy, 3 epochs, TensorBoard logger) unless --run names a finished one,
 starts `tensorboard --logdir RUN` on a free port of 127.0.0.1, checks through its HTTP API that the
 Scalars, Images and HParams plugins hold this run's data (the loss and accuracy curves, the per-epoch
 attention grids, the run's settings), takes a headless-Chromium screenshot of the Images and Scalars
 tabs (the scalars filtered to val/ and train/), and stops the server it started (by its PID).
+optuna: a 3-trial Optuna sweep into SQLite under optuna-dashboard (its API: the trials, values,
+parameters and each trial's run folder). mlflow: a real `mlflow server` (SQLite store, proxied
+artifacts) on 127.0.0.1, a short run logging to it (logger=mlflow), checked through MLflow's client
+(metrics, the config as params, tags, the map images and viewer.html as artifacts), the run's page
+pictured.
 
     python scripts/studies/dashboards.py                      # scripts/results/images/tensorboard_*.png
     python scripts/studies/dashboards.py --run outputs/DATE/TIME_copy_causal --out /tmp/shots
+    python scripts/studies/dashboards.py --parts mlflow       # scripts/results/images/mlflow_*.png
 
-Prints what the API returned (JSON) and exits 1 if any of it is missing. The README's TensorBoard
-picture is this script's output; tests/e2e/test_dashboards.py runs it.
+Prints what the API returned (JSON) and exits 1 if any of it is missing. The README's and the docs'
+dashboard pictures are this script's output; tests/e2e/test_dashboards.py runs it.
 """
 
 from __future__ import annotations
@@ -129,11 +137,11 @@ def problems(found: dict) -> list[str]:
     return out
 
 
-def screenshot(url: str, path: Path) -> None:
+def screenshot(url: str, path: Path, size: str = "1400,1000") -> None:
     sys.path.insert(0, str(REPO / "scripts"))
     from common import screenshot as chromium_screenshot
 
-    chromium_screenshot(url, path, "1400,1000", wait_ms=20000)
+    chromium_screenshot(url, path, size, wait_ms=20000)
 
 
 SWEEP = ["hparams_search=optuna", "hydra.sweeper.n_trials=3", "trainer.max_epochs=2", "data.n_sentences=400",
@@ -169,7 +177,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--run", help="a finished attnexp run with the TensorBoard logger (default: train one)")
     ap.add_argument("--out", default=str(REPO / "scripts" / "results" / "images"), help="where the screenshots go")
-    ap.add_argument("--parts", default="tensorboard,optuna", help="comma list of: tensorboard, optuna")
+    ap.add_argument("--parts", default="tensorboard,optuna", help="comma list of: tensorboard, optuna, mlflow")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -178,6 +186,8 @@ def main() -> None:
         opt_dashboard(out)
     if "tensorboard" in parts:
         tensorboard_part(args, out)
+    if "mlflow" in parts:
+        mlflow_part(out)
 
 
 def opt_dashboard(out: Path) -> None:
@@ -204,6 +214,58 @@ def tensorboard_part(args, out: Path) -> None:
     bad = problems(found)
     if bad:
         raise SystemExit("dashboards.py: TensorBoard does not show " + "; ".join(bad))
+
+
+@contextmanager
+def mlflow_server(folder: Path):
+    """`mlflow server` with a SQLite store and proxied artifacts under `folder`, on 127.0.0.1; stopped by PID."""
+    port = free_port()
+    with server([tool("mlflow"), "server", f"--backend-store-uri=sqlite:///{folder / 'mlflow.db'}",
+                 f"--artifacts-destination={folder / 'artifacts'}", "--host=127.0.0.1", f"--port={port}", "--workers=1"],
+                f"http://127.0.0.1:{port}", "/health") as url:
+        yield url
+
+
+def check_mlflow(url: str) -> dict:
+    """What the tracking server holds of the run, through MLflow's client."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(url)
+    exp = client.get_experiment_by_name("attnexp")
+    [r] = client.search_runs([exp.experiment_id])
+
+    def files(path=None):
+        out = []
+        for f in client.list_artifacts(r.info.run_id, path):
+            out += files(f.path) if f.is_dir else [f.path]
+        return out
+
+    return {"experiment_id": exp.experiment_id, "run_id": r.info.run_id, "run_name": r.info.run_name,
+            "status": r.info.status, "artifact_uri": r.info.artifact_uri,
+            "val_loss_points": len(client.get_metric_history(r.info.run_id, "val/loss")),
+            "metrics": sorted(r.data.metrics), "n_params": len(r.data.params), "tags": dict(sorted(r.data.tags.items())),
+            "artifacts": sorted(files())}
+
+
+def mlflow_part(out: Path) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="attnexp-mlflow-"))
+    with mlflow_server(folder) as url:
+        subprocess.run([sys.executable, "-m", "attnexp", "train", *RUN, "logger=mlflow", f"logger.mlflow.tracking_uri={url}",
+                        f"hydra.run.dir={folder / 'run'}", "tags=[dashboards]"], cwd=REPO, check=True)
+        found = check_mlflow(url)
+        run_page = f"{url}/#/experiments/{found['experiment_id']}/runs/{found['run_id']}"
+        screenshot(run_page, out / "mlflow_run.png", "1600,1000")
+        screenshot(f"{run_page}/artifacts/maps/viewer.html", out / "mlflow_viewer.png", "1600,1000")
+    print(json.dumps({"server": url, "folder": str(folder), **found,
+                      "screenshots": [str(out / "mlflow_run.png"), str(out / "mlflow_viewer.png")]}, indent=2))
+    bad = [f"the run is {found['status']}"] if found["status"] != "FINISHED" else []
+    bad += [f"val/loss has {found['val_loss_points']} points, not 3"] if found["val_loss_points"] != 3 else []
+    bad += [f"no artifact {a}" for a in ("maps/viewer.html", "summary.json") if a not in found["artifacts"]]
+    bad += ["no attention-map image"] if not any(a.startswith("images/attention_maps") for a in found["artifacts"]) else []
+    bad += [f"artifacts written outside the server's store ({found['artifact_uri']})"] if not found["artifact_uri"].startswith(
+        "mlflow-artifacts:") else []
+    if bad:
+        raise SystemExit("dashboards.py: MLflow does not show " + "; ".join(bad))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Dashboards opened as their users open them: a real server on 127.0.0.1, its HTTP API and a
 headless-Chromium screenshot, stopped by PID (the dashboards issue): TensorBoard over a run,
-optuna-dashboard over a study. (MLflow: not yet.)"""
+optuna-dashboard over a study, an MLflow tracking server a run logs to."""
 
 from __future__ import annotations
 
@@ -55,3 +55,28 @@ def test_optuna_dashboard_shows_a_studys_trials_and_their_run_folders(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 30_000
     left = subprocess.run(["pgrep", "-f", f"optuna-dashboard {found['storage']}"], capture_output=True, text=True)
     assert left.stdout.strip() == "", "the optuna-dashboard server was not stopped"
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_an_mlflow_server_holds_a_runs_metrics_config_and_maps(tmp_path):
+    """A real `mlflow server` (SQLite store, proxied artifacts) on 127.0.0.1, a 3-epoch copy run with
+    logger=mlflow pointed at it, read back through MLflow's client: finished, every epoch's val/loss,
+    the config as params, the tags, the map images and viewer.html stored by the server (not written
+    beside it); then the run page and the viewer in MLflow's artifact view are pictured."""
+    pytest.importorskip("mlflow", reason="needs MLflow (pip install -e '.[mlflow]')")
+    r = subprocess.run([sys.executable, "scripts/studies/dashboards.py", "--parts=mlflow", f"--out={tmp_path}"], cwd=REPO,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    found = json.loads(r.stdout[r.stdout.rindex("\n{") + 1:])
+    assert found["status"] == "FINISHED" and found["val_loss_points"] == 3 and found["run_name"] == "run"
+    assert found["artifact_uri"].startswith("mlflow-artifacts:")  # through the server, as on a lab's machine
+    assert {"val/loss", "val/acc", "align/best", "attn/L0/entropy"} <= set(found["metrics"]) and found["n_params"] > 50
+    assert found["tags"]["attention"] == "mha" and found["tags"]["tag.dashboards"] == "true"
+    assert {"maps/viewer.html", "summary.json", "config_resolved.yaml"} <= set(found["artifacts"])
+    assert sum(a.startswith("images/attention_maps~example0") and a.endswith(".png") for a in found["artifacts"]) == 3
+    for name in ("mlflow_run", "mlflow_viewer"):
+        png = tmp_path / f"{name}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 30_000
+    left = subprocess.run(["pgrep", "-f", f"backend-store-uri=sqlite:///{found['folder']}"], capture_output=True, text=True)
+    assert left.stdout.strip() == "", "the MLflow server was not stopped"
