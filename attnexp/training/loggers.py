@@ -24,6 +24,9 @@ class Adapter:
     def image(self, lg: Logger, key: str, img, png: bytes, step: int) -> None:
         pass
 
+    def layout(self, lg: Logger, charts: dict) -> None:
+        """How the dashboard groups the charts (`charts_layout`), once a run."""
+
     def table(self, lg: Logger, key: str, columns: list[str], rows: list[list], step: int) -> None:
         pass
 
@@ -46,6 +49,9 @@ class TensorBoard(Adapter):
 
     def histogram(self, lg, key, values, step):
         lg.experiment.add_histogram(key, values, step)
+
+    def layout(self, lg, charts):  # the Custom Scalars tab
+        lg.experiment.add_custom_scalars(charts)
 
     def final_hparams(self, lg, params, metrics, step):
         # TensorBoard's HPARAMS tab: written after Lightning finalized the logger, so flushed now, or
@@ -111,6 +117,39 @@ def adapter(lg: Logger) -> Adapter:
 def log_config(loggers, config: dict) -> None:
     for lg in loggers:
         adapter(lg).config(lg, config)
+
+
+def charts_layout(logged) -> dict:
+    """TensorBoard's Custom Scalars layout: the training curves, each per-head quantity's layer
+    means on one chart (every layer a line: heads.quantities), and what matters; a chart of the
+    maps only where `logged` (the maps' scalar names) has a line for it."""
+    import re
+
+    from attnexp.heads import quantities
+
+    per_layer = {label: ["Multiline", [rf"^{quantities.QUANTITIES[name].prefix}/L\d+/{name}$"]]
+                 for name, label in quantities.labels("scalars").items()}
+    matter = {"layer importance (loss increase, layer silenced)": ["Multiline", [r"^attn/L\d+/layer_importance$"]],
+              "heads carrying 90% of the importance": ["Multiline", [r"^attn/heads_90$"]],
+              "best induction score": ["Multiline", [r"^attn/induction_best$"]],
+              "best alignment": ["Multiline", [r"^align/best$"]]}
+
+    def present(charts: dict) -> dict:
+        return {k: v for k, v in charts.items() if any(re.match(v[1][0], name) for name in logged)}
+
+    layout = {"training": {"loss": ["Multiline", [r"^(train/loss_epoch|val/loss)$"]],
+                           "accuracy": ["Multiline", [r"^(train/acc|val/acc)$"]],
+                           "learning rate": ["Multiline", [r"^lr-"]]},
+              "heads, each layer's mean": present(per_layer), "which heads matter": present(matter)}
+    return {k: v for k, v in layout.items() if v}
+
+
+def log_layout(loggers, logged) -> None:
+    """Once a run, with the names of the maps' first scalars."""
+    charts = None
+    for lg in loggers:
+        charts = charts or charts_layout(logged)
+        adapter(lg).layout(lg, charts)
 
 
 def log_image(loggers, key: str, img, png: bytes, step: int) -> None:

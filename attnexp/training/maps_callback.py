@@ -24,7 +24,7 @@ from attnexp.heads.quantities import Maps
 from attnexp.maps import render, snapshot
 from attnexp.maps.html import Viewer
 from attnexp.maps.view import is_signed
-from attnexp.training.loggers import log_histogram, log_image, log_table
+from attnexp.training.loggers import log_histogram, log_image, log_layout, log_table
 
 log = logging.getLogger("attnexp")
 
@@ -42,6 +42,7 @@ class AttentionMaps(L.Callback):
         self._resumed_epochs: list[int] = []
         self._ctx: Context | None = None  # what the analysis needs besides the maps (built once)
         self._class_names: list[str] | None = None
+        self._laid_out = False  # the dashboards' chart layout is written with the first snapshot's scalars
 
     def setup(self, trainer, pl_module, stage):
         self._stage = stage  # runs before a checkpoint is restored
@@ -125,6 +126,9 @@ class AttentionMaps(L.Callback):
                 scalars.update({"align/best_layer": float(layer), "align/best_head": float(head)})
             for lg in trainer.loggers:  # straight to the loggers: ~50 scalars through self.log cost ~20 ms an epoch
                 lg.log_metrics(scalars, step=logger_step(trainer))
+            if not self._laid_out:  # how the dashboards group the charts (TensorBoard's Custom Scalars), once
+                log_layout(trainer.loggers, list(scalars))
+                self._laid_out = True
             for name, values in quantities.shown("histogram", per_head).items():  # one histogram a quantity (no picture)
                 log_histogram(trainer.loggers, f"heads/{name}", np.asarray(values, dtype=float).ravel(), logger_step(trainer))
             self.save(trainer, w, s, a)

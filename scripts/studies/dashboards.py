@@ -40,8 +40,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 RUN = ["experiment=copy", "trainer.max_epochs=3", "data.n_train=1500", "logger=tensorboard", "maps.n_examples=2",
        "trainer.enable_progress_bar=false", "test=false"]
-# the tabs pictured: the per-epoch maps and head roles, and the training curves (val/ and train/ only, unsmoothed)
-TABS = {"images": "images", "scalars": "scalars&tagFilter=%5E(val%7Ctrain)%2F&_smoothingWeight=0"}
+# the tabs pictured: the per-epoch maps and head roles, the training curves (val/ and train/ only, unsmoothed)
+# and the Custom Scalars layout (the curves, each per-head quantity's layer means, what matters)
+TABS = {"images": "images", "scalars": "scalars&tagFilter=%5E(val%7Ctrain)%2F&_smoothingWeight=0",
+        "custom_scalars": "custom_scalars&_smoothingWeight=0"}
 
 
 def free_port() -> int:
@@ -113,7 +115,7 @@ def wait_for(fetch, ok, seconds: float = 60):
 def check(url: str) -> dict:
     """What TensorBoard's API says it has of the run: plugins with data, scalar and image tags."""
     plugins = wait_for(lambda: json.loads(get(f"{url}/data/plugins_listing")),
-                       lambda p: all(p.get(k, {}).get("enabled") for k in ("scalars", "images", "hparams")))
+                       lambda p: all(p.get(k, {}).get("enabled") for k in ("scalars", "images", "hparams", "custom_scalars")))
     scalars = wait_for(lambda: json.loads(get(f"{url}/data/plugin/scalars/tags")), bool)
     images = wait_for(lambda: json.loads(get(f"{url}/data/plugin/images/tags")), bool)
     scalar_tags = sorted({t for run in scalars.values() for t in run})
@@ -130,7 +132,8 @@ def check(url: str) -> dict:
 
 def problems(found: dict) -> list[str]:
     want = {"val/loss", "val/acc", "train/loss_epoch"}
-    out = [f"plugin {p} has no data" for p in ("scalars", "images", "hparams") if p not in found["plugins_with_data"]]
+    out = [f"plugin {p} has no data" for p in ("scalars", "images", "hparams", "custom_scalars")
+           if p not in found["plugins_with_data"]]
     out += [f"no scalar {t}" for t in sorted(want - set(found["scalar_tags"]))]
     out += ["no attention-map image"] if not any("attention" in t or "maps" in t for t in found["image_tags"]) else []
     out += ["the maps have fewer than 2 epochs of steps"] if len(set(found["steps_of_first_image"])) < 2 else []

@@ -28,9 +28,9 @@ def test_tensorboard_shows_a_runs_curves_maps_and_settings(tmp_path):
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     found = json.loads(r.stdout[r.stdout.index("{"):])
-    assert {"scalars", "images", "hparams"} <= set(found["plugins_with_data"])
+    assert {"scalars", "images", "hparams", "custom_scalars"} <= set(found["plugins_with_data"])
     assert {"attention_maps/example0", "head_roles"} <= set(found["image_tags"]) and len(found["steps_of_first_image"]) == 3
-    for tab in ("images", "scalars"):
+    for tab in ("images", "scalars", "custom_scalars"):
         png = tmp_path / f"tensorboard_{tab}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 30_000  # a page, not a blank
     left = subprocess.run(["pgrep", "-f", f"tensorboard --logdir={found['run']}"], capture_output=True, text=True)

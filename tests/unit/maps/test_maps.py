@@ -102,6 +102,17 @@ def test_callback_writes_maps_and_logs_them(tmp_path):
     assert not [t for t in ev.Tags()["scalars"] if t.startswith("attn/L0H")]
     assert {"heads/entropy", "heads/importance", "heads/induction"} <= set(ev.Tags()["histograms"])
     assert len(ev.Histograms("heads/entropy")) == 2
+    # the Custom Scalars tab groups the charts: every chart it lays out has a line (a logged scalar)
+    from tensorboard.plugins.custom_scalar import layout_pb2
+
+    layout = layout_pb2.Layout.FromString(ev.Tensors("custom_scalars__config__")[0].tensor_proto.string_val[0])
+    charts = {c.title: c.multiline.tag[0] for cat in layout.category for c in cat.chart}
+    assert {"loss", "row entropy (nats)", "change since training started (JS)", "layer importance (loss increase, "
+            "layer silenced)", "share on the previous token"} <= set(charts)
+    import re
+
+    assert all(any(re.match(rx, t) for t in ev.Tags()["scalars"]) for rx in charts.values()), charts
+    assert "best alignment" not in charts  # the toy corpus has no alignment targets: no empty chart
     assert len(ev.Images("head_importance")) == 2 and (maps / "epoch001_importance.png").is_file()
     assert len(ev.Images("head_roles")) == 2 and (maps / "epoch001_roles.png").is_file() and (maps / "start_roles.png").is_file()
     last = np.load(maps / "epoch001.npz", allow_pickle=False)
