@@ -8,6 +8,9 @@ whole-run wall time, and each arm's overhead as a ratio to maps off in the same 
     python scripts/bench/maps_overhead.py --repeats 3
     python scripts/bench/maps_overhead.py --arms lm-off,lm-default logger=wandb
     python scripts/bench/maps_overhead.py --parts      # where the time goes, inside one run
+    python scripts/bench/maps_overhead.py --parts --tag _gpt2 --tasks lm model=gpt2 data=synthetic \
+        data.length=30 data.max_len=64 data.n_train=160 data.batch_size=8 trainer.max_epochs=2 test=false
+                                                       # the same at GPT-2-small's shape (12 x 12 heads, d=768)
 
 On a shared machine whole runs vary by +-15%, more than the few percent in question; --parts
 times each piece inside one run per task (all of it on, importance included) and gives each as a
@@ -104,9 +107,11 @@ def timed(task_overrides: list[str], extra: list[str]) -> dict:
             "pct_of_fit": {k: round(100 * v / fit, 2) for k, v in spent.items()}}
 
 
-def parts(extra: list[str]) -> None:
+def parts(extra: list[str], tasks: list[str], tag: str = "") -> None:
     result = {"device": None, "overrides": extra, "tasks": {}}
     for task, ov in (("lm", []), ("classify", ["task=classify"])):
+        if task not in tasks:
+            continue
         r = timed(ov, extra)
         result["tasks"][task] = r
         print(f"\n{task}: fit {r['fit_s']:.1f} s over {r['epochs']} epochs; share of fit time:")
@@ -117,7 +122,7 @@ def parts(extra: list[str]) -> None:
 
     kind = "cuda" if torch.cuda.is_available() else "cpu"
     result["device"] = f"{kind} ({platform.machine()}, {torch.get_num_threads()} threads)"
-    out = REPO / "scripts" / "results" / f"maps_parts_{'gpu' if torch.cuda.is_available() else 'cpu'}.json"
+    out = REPO / "scripts" / "results" / f"maps_parts_{'gpu' if torch.cuda.is_available() else 'cpu'}{tag}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
 
 
@@ -126,10 +131,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--arms", default=",".join(ARMS))
     ap.add_argument("--parts", action="store_true", help="time each piece inside one run per task instead")
+    ap.add_argument("--tasks", default="lm,classify", help="--parts: which of lm, classify")
+    ap.add_argument("--tag", default="", help="suffix of the result file")
     ap.add_argument("overrides", nargs="*", help="extra overrides for every arm, e.g. logger=wandb")
     args = ap.parse_args()
     if args.parts:
-        return parts(args.overrides)
+        return parts(args.overrides, args.tasks.split(","), args.tag)
     arms = args.arms.split(",")
     runs: dict[str, list[dict]] = {a: [] for a in arms}
     for i in range(args.repeats):
@@ -148,7 +155,7 @@ def main() -> None:
               "arms": {a: ARMS[a][1] for a in arms}, "median": med, "overhead_pct_vs_off": over, "runs": runs}
     out = REPO / "scripts" / "results"
     out.mkdir(parents=True, exist_ok=True)
-    name = f"maps_overhead_{'gpu' if torch.cuda.is_available() else 'cpu'}.json"
+    name = f"maps_overhead_{'gpu' if torch.cuda.is_available() else 'cpu'}{args.tag}.json"
     (out / name).write_text(json.dumps(result, indent=2) + "\n")
     print(f"\n{device}, median of {args.repeats}; overhead against maps off in the same task:")
     for arm in arms:

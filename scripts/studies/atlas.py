@@ -258,9 +258,11 @@ def main() -> None:
     record = {**meta, "table": table, "runs": per_run}
     (RESULTS / f"atlas_{device}{args.tag}.json").write_text(json.dumps(record, indent=1) + "\n")
     took = "finished runs read again" if args.reuse else f"{meta['total_wall_s'] / 60:.0f} minutes"
-    header = (f"# Atlas ({title}; {took})\n\n"
-              f"`python scripts/studies/atlas.py --seeds {args.seeds} --epochs {args.epochs}"
-              f"{' ' + ' '.join(args.overrides) if args.overrides else ''}`\n")
+    said = [f"--seeds {args.seeds}", f"--epochs {args.epochs}",
+            *([f"--tasks {args.tasks}"] if args.tasks != ",".join(TASKS) else []),
+            *([f"--variants {args.variants}"] if args.variants != ",".join(attention.registered()) else []),
+            *([f"--tag {args.tag}"] if args.tag else []), *args.overrides]
+    header = f"# Atlas ({title}; {took})\n\n`python scripts/studies/atlas.py {' '.join(said)}`\n"
     (RESULTS / f"atlas_{device}{args.tag}.md").write_text(header + md)
     print(header + md)
 
