@@ -105,8 +105,8 @@ def comparison(report: dict) -> None:
     """The README's comparison: variants x seeds (the sweep the README shows), its report page, a
     screenshot of the page's top (report.png)."""
     sweep = Path(tempfile.mkdtemp(prefix="readme-report-"))
-    cmd = [sys.executable, "-m", "attnexp", "train", "-m", "attention=causal,alibi,linear", "seed=0,1,2",
-           "trainer.max_epochs=8", *QUIET, f"hydra.sweep.dir={sweep}"]
+    cmd = [sys.executable, "-m", "attnexp", "train", "-m", "experiment=induction", "attention=causal,rotary,differential",
+           "seed=0,1,2", "trainer.max_epochs=3", *QUIET, f"hydra.sweep.dir={sweep}"]
     subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, timeout=3600)
     page = sweep / "report.html"
     subprocess.run([sys.executable, "-m", "attnexp", "compare", str(sweep), f"report={page}"], cwd=REPO, check=True,
