@@ -93,7 +93,7 @@ class Maps:
     @cached_property
     def real(self) -> np.ndarray:
         """(1, B, 1, T): True at real query rows."""
-        return stats._rows(self.lengths, self.T)[None, :, None, :]
+        return stats.real_rows(self.lengths, self.T)[None, :, None, :]
 
     @cached_property
     def n_rows(self) -> int:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnexp.heads.stats import _rows, row_entropy, shares
+from attnexp.heads.stats import real_rows, row_entropy, shares
 
 SEPARATORS = {"[SEP]", "[EOS]", "</s>", "<|endoftext|>"}
 PUNCTUATION = set(".,;:!?()[]{}\"'-")
@@ -40,7 +40,7 @@ def pattern_scores(w: np.ndarray, lengths, tokens: list[list[str]], causal: bool
     """Each (L, H): the share of a row's mass on each pattern's keys (module docstring)."""
     L, B, H, T, _ = w.shape
     s = shares(w)
-    real = _rows(lengths, T)  # (B, T) real query rows
+    real = real_rows(lengths, T)  # (B, T) real query rows
     i = np.arange(T)
     tok = np.array([list(t) + [""] * (T - len(t)) for t in tokens])  # (B, T)
     is_sep = np.isin(tok, list(SEPARATORS))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def _rows(lengths, T):
+def real_rows(lengths, T):
     """(B, T) True at real query positions."""
     return np.arange(T)[None, :] < np.asarray(lengths)[:, None]
 
@@ -54,9 +54,9 @@ def drift(w: np.ndarray, start: np.ndarray, lengths) -> np.ndarray:
     training): the Jensen-Shannon divergence between each real query row's shares then and now,
     averaged (0: unchanged; ln 2 = 0.69: rows that share no key)."""
     T = w.shape[-1]
-    real = _rows(lengths, T)[None, :, None, :]
+    real = real_rows(lengths, T)[None, :, None, :]
     d = js(shares(w), shares(start))  # (L, B, H, T)
-    return (d * real).sum((1, 3)) / _rows(lengths, T).sum()
+    return (d * real).sum((1, 3)) / real_rows(lengths, T).sum()
 
 
 def _kl(p, q):

@@ -148,7 +148,8 @@ def per_head_figure(t: Table) -> str:
         ax.grid(alpha=0.3)
     legend = "; ".join(f"g{i + 1} = {label}" for i, label in enumerate(labels))
     return _figure(_svg(fig), f"Per-head statistics of each run's last attention maps (every head of every seed of a "
-                              f"group): {'; '.join(title for _, title in shown)}. {legend}.")
+                              f"group): {'; '.join(f'{t} (higher: {quantities.QUANTITIES[n].higher})' for n, t in shown)}. "
+                              f"{legend}.")
 
 
 def _last_analysis(run: dict) -> tuple[np.ndarray | None, np.ndarray | None]:
