@@ -59,7 +59,8 @@ def register(cls: type[DataConfig]) -> type[DataConfig]:
     name = next(f.default for f in fields(cls) if f.name == "name")
     if not issubclass(cls, DataConfig) or not name:
         raise ValueError(f"{cls.__name__}: a data set's config subclasses DataConfig and gives `name` a default")
-    if DATA_SETS.get(name, cls) is not cls and DATA_SETS[name].__qualname__ != cls.__qualname__:
+    old = DATA_SETS.get(name, cls)
+    if (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__):  # the same class imported again is one
         raise ValueError(f"data set {name!r} is registered twice: {DATA_SETS[name].__module__} and {cls.__module__}")
     DATA_SETS[name] = cls
     return cls

@@ -117,3 +117,20 @@ def test_a_data_set_in_a_module_of_its_own_is_found_everywhere(throwaway, tmp_pa
         compose_cfg([*quick, "data.n_symbols=many"], tmp_path / "bad")  # Hydra's type check, from the schema
     with pytest.raises(ConfigError, match="not one of: .*throwaway_counting"):
         load_run(compose_cfg([*quick, "data.name=nope"], tmp_path / "bad"))
+
+
+def test_a_data_set_name_is_registered_once():
+    from dataclasses import dataclass
+
+    from attnexp.config.data import DataConfig, register
+    from attnexp.data.configs import ToyDataConfig
+
+    assert register(ToyDataConfig) is ToyDataConfig  # the same class again: no harm
+
+    @dataclass
+    class ToyDataConfig(DataConfig):  # another module's class of the same name
+        name: str = "toy"
+
+    ToyDataConfig.__qualname__ = "ToyDataConfig"  # as a top-level class of that module would be
+    with pytest.raises(ValueError, match="data set 'toy' is registered twice: attnexp.data.configs and"):
+        register(ToyDataConfig)
