@@ -4,10 +4,6 @@ check, and run through the registry's property tests' first check."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-import textwrap
-
 import pytest
 import torch
 
@@ -16,6 +12,7 @@ from attnexp.attention import MaskSpec, registry
 from attnexp.config import AttentionConfig, ModelConfig
 from attnexp.model import Transformer, checkpoints
 from attnexp.model.flops import train_flops_per_position
+from helpers.throwaway import imported
 
 VARIANT = '''
 from attnexp.attention.registry import register
@@ -39,16 +36,9 @@ class Throwaway(MultiHead):
 
 @pytest.fixture
 def throwaway(tmp_path):
-    path = tmp_path / "throwaway_variant.py"
-    path.write_text(textwrap.dedent(VARIANT))
-    before = dict(registry.REGISTRY)
-    spec = importlib.util.spec_from_file_location("throwaway_variant", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    yield module.Throwaway
-    registry.REGISTRY.clear()
-    registry.REGISTRY.update(before)
-    sys.modules.pop("throwaway_variant", None)
+    registry.registered()  # every built-in variant in first: the registry is restored to them afterwards
+    with imported(tmp_path, "throwaway_variant", VARIANT, registry.REGISTRY) as module:
+        yield module.Throwaway
 
 
 def test_a_variant_in_a_module_of_its_own_is_found_everywhere(throwaway, capsys):

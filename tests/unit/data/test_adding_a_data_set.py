@@ -5,16 +5,13 @@ one-line error for an unknown data.name."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-import textwrap
-
 import pytest
 
 from attnexp.api import evaluate, load_run, train
 from attnexp.config import ConfigError
 from attnexp.config.data import DATA_SETS
 from helpers.runs import compose_cfg
+from helpers.throwaway import imported
 
 MODULE = '''
 import random
@@ -84,19 +81,10 @@ name: throwaway_counting
 
 @pytest.fixture
 def throwaway(tmp_path):
-    path = tmp_path / "throwaway_data.py"
-    path.write_text(textwrap.dedent(MODULE))
     (tmp_path / "conf" / "data").mkdir(parents=True)
     (tmp_path / "conf" / "data" / "throwaway_counting.yaml").write_text(YAML)
-    before = dict(DATA_SETS)
-    spec = importlib.util.spec_from_file_location("throwaway_data", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["throwaway_data"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    yield [f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "data=throwaway_counting", "attention=causal", "task=lm"]
-    DATA_SETS.clear()
-    DATA_SETS.update(before)
-    sys.modules.pop("throwaway_data", None)
+    with imported(tmp_path, "throwaway_data", MODULE, DATA_SETS):
+        yield [f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "data=throwaway_counting", "attention=causal", "task=lm"]
 
 
 def test_a_data_set_in_a_module_of_its_own_is_found_everywhere(throwaway, tmp_path):

@@ -4,10 +4,7 @@ every snapshot, drawn in the report and shown in the viewer, for every epoch of 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -15,6 +12,7 @@ import pytest
 from attnexp.api import load_run, train
 from attnexp.heads import quantities
 from helpers.runs import compose_cfg
+from helpers.throwaway import imported
 
 STATISTIC = '''
 import numpy as np
@@ -32,16 +30,8 @@ QUICK = ["trainer.enable_progress_bar=false", "data.n_sentences=400", "maps.n_ex
 
 @pytest.fixture
 def throwaway(tmp_path):
-    path = tmp_path / "throwaway_statistic.py"
-    path.write_text(textwrap.dedent(STATISTIC))
-    before = dict(quantities.QUANTITIES)
-    spec = importlib.util.spec_from_file_location("throwaway_statistic", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    yield module.peak
-    quantities.QUANTITIES.clear()
-    quantities.QUANTITIES.update(before)
-    sys.modules.pop("throwaway_statistic", None)
+    with imported(tmp_path, "throwaway_statistic", STATISTIC, quantities.QUANTITIES) as module:
+        yield module.peak
 
 
 def viewer_data(page: str) -> dict:
