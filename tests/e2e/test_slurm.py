@@ -54,24 +54,26 @@ def test_a_two_job_sweep_runs_on_slurm(cluster, tmp_path):
 @pytest.mark.slow
 def test_a_job_past_its_time_limit_is_requeued_and_resumes_to_completion(cluster, tmp_path):
     """timeout_min=2, USR2 60 s before it: the job stops after its step with interrupted.ckpt, submitit
-    requeues it, and resume=auto continues from that checkpoint until the run completes."""
-    r = sweep(["seed=0", "trainer.max_epochs=30", "data.n_sentences=3000", "hydra.launcher.timeout_min=2",
+    requeues it, and resume=auto continues from that checkpoint until the run completes. 60 epochs
+    (~80 s of training here): 30 finished in 41 s on a quiet machine, before the signal came."""
+    r = sweep(["seed=0", "trainer.max_epochs=60", "data.n_sentences=3000", "hydra.launcher.timeout_min=2",
                "hydra.launcher.signal_delay_s=60", "hydra.launcher.max_num_timeout=5", f"hydra.sweep.dir={tmp_path}"],
               cluster, tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     (done,) = summaries(tmp_path)
-    assert done["status"] == "completed" and done["epochs"] == 30, done["status"]
+    assert done["status"] == "completed" and done["epochs"] == 60, done["status"]
     assert done["resumed_from"] and all(Path(p).name == "interrupted.ckpt" for p in done["resumed_from"])
-    assert len(done["metrics"]["history"]) == 30  # every epoch once: nothing retrained, nothing lost
+    assert len(done["metrics"]["history"]) == 60  # every epoch once: nothing retrained, nothing lost
 
 
 @pytest.mark.slow
 def test_a_job_that_exhausts_its_requeues_ends_interrupted_and_the_sweep_says_how_to_continue(cluster, tmp_path):
     """Before: the job ended interrupted and the sweep exited 0, saying nothing. 300 epochs, which the
-    1-minute limit always cuts: with 30 the job could finish before slurmctld's timer sent the signal
-    (CI saw it complete once, exit 0)."""
-    r = sweep(["seed=0", "trainer.max_epochs=300", "data.n_sentences=3000", "hydra.launcher.timeout_min=1",
-               "hydra.launcher.signal_delay_s=40", "hydra.launcher.max_num_timeout=0", f"hydra.sweep.dir={tmp_path}"],
+    limit always cuts: with 30 the job could finish before slurmctld's timer sent the signal (CI saw it
+    complete once, exit 0). The signal 60 s into the job (2-minute limit, 60 s before it): at 20 s, on
+    a busy machine, it came before the job had started Python, and submitit ended it with no run."""
+    r = sweep(["seed=0", "trainer.max_epochs=300", "data.n_sentences=3000", "hydra.launcher.timeout_min=2",
+               "hydra.launcher.signal_delay_s=60", "hydra.launcher.max_num_timeout=0", f"hydra.sweep.dir={tmp_path}"],
               cluster, tmp_path)
     assert r.returncode == 1, r.stderr[-3000:]
     (done,) = summaries(tmp_path)
