@@ -126,6 +126,12 @@ def labels(place: str) -> dict[str, str]:
             if place in q.shown}
 
 
+def member(name: str) -> str:
+    """The snapshot array a quantity is saved as (stat_<name> for one no declaration names)."""
+    q = QUANTITIES.get(name)
+    return q.member if q else f"{STAT_PREFIX}{name}"
+
+
 def of_member(member: str) -> str | None:
     """The quantity a snapshot array holds, or None."""
     return next((q.name for q in QUANTITIES.values() if q.member == member), None)

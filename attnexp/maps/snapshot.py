@@ -215,8 +215,7 @@ def save(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, per_head: dict, 
 
     a = analysis
     values = {**per_head, **(a.scores if a else {})}
-    members = {(quantities.QUANTITIES[k].member if k in quantities.QUANTITIES else f"{STAT_PREFIX}{k}"): v
-               for k, v in values.items()}
+    members = {quantities.member(k): v for k, v in values.items()}
     T = max(probe.lengths)  # tokens as a (B, T) string array padded with "": no pickled objects, np.load reads it safely
     np.savez_compressed(out_dir / f"{stem}.npz", weights=w.astype(np.float16), lengths=np.array(probe.lengths),
                         tokens=np.array([list(t) + [""] * (T - len(t)) for t in probe.tokens], dtype=str),
