@@ -26,15 +26,21 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
     """Exit codes: cli/exits.py. A single run's code is its own; a sweep's is 0 when every job
     completed, else 1. A stop signal ends either with the signal's code and a line saying how to
     resume."""
+    from attnexp.config import ConfigError
     from attnexp.launch.command_line import precheck
-    from attnexp.launch.compose import register_schemas
+    from attnexp.launch.compose import register_schemas, with_config_dir
 
     register_schemas()
     argv = [NULL_GROUPS.get(a, a) for a in argv]
     flags = hydra_flags(argv)
     multirun, overrides = bool(flags.multirun), list(flags.overrides)
     if not (flags.help or flags.hydra_help or flags.shell_completion):  # --cfg, --info: checked as a run would be
-        problem = precheck(overrides, multirun)
+        try:
+            checked = with_config_dir(overrides, flags.config_dir)
+        except ConfigError as e:
+            print(f"attnexp: config error: {e}", file=sys.stderr)
+            return EXIT[Status.CONFIG_ERROR]
+        problem = precheck(checked, multirun)
         if problem:
             print(f"attnexp: config error: {problem}", file=sys.stderr)
             return EXIT[Status.CONFIG_ERROR]

@@ -27,7 +27,9 @@ def explain(e: Exception, overrides: list[str]) -> str:
                 f"e.g. model.n_layers=4 (python -m attnexp train --help lists them)")
     if isinstance(e, MissingConfigException) and e.missing_cfg_file and "/" in e.missing_cfg_file:
         group, name = e.missing_cfg_file.rsplit("/", 1)
-        return f"{group}={name} is not an option of {group}; choose one of: {', '.join(e.options or [])}"
+        near = difflib.get_close_matches(name, e.options or [], n=1, cutoff=0.6)
+        return (f"{group}={name} is not an option of {group}" + (f" (did you mean {group}={near[0]}?)" if near else "")
+                + f"; choose one of: {', '.join(e.options or [])}")
     m = re.match(r"Could not override '(.*?)'", text)
     if m:
         return unknown_key(m.group(1), overrides)
@@ -100,15 +102,14 @@ def sweep_jobs(overrides: list[str]) -> list[list[str]]:
     """The override list of every job a basic multirun sweep would launch."""
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra._internal.utils import create_config_search_path
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from attnexp.launch.compose import conf_dir, register_schemas
+    from attnexp.launch.compose import register_schemas, search_path
 
     register_schemas()  # imports our sweeper plugin first: Hydra's plugin scan cannot import its dataclasses itself
-    # the config loader answers glob(): `-m experiment=glob(*)` lists conf/experiment/ (without it,
-    # Hydra's parser says "ConfigLoader is not set")
-    loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(conf_dir())))
+    # the config loader answers glob(): `-m experiment=glob(*)` lists conf/experiment/ and a user's
+    # folder (without it, Hydra's parser says "ConfigLoader is not set")
+    loader = ConfigLoaderImpl(config_search_path=search_path(overrides))
     parsed = OverridesParser.create(config_loader=loader).parse_overrides(
         [o for o in overrides if not o.startswith("hydra/sweeper")])
     return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]

@@ -7,12 +7,52 @@ from pathlib import Path
 
 
 def conf_dir() -> Path:
-    """conf/ of a source checkout (editable install), else the copy packaged with a wheel."""
+    """attnexp's own configs: the copy a wheel ships (attnexp/conf/, copied from the checkout's conf/
+    by setup.py), else conf/ beside the package in a source checkout (an editable install)."""
     package = Path(__file__).resolve().parents[1]
-    for cand in (package.parent / "conf", package / "conf"):
+    for cand in (package / "conf", package.parent / "conf"):
         if (cand / "config.yaml").is_file():
             return cand
-    raise FileNotFoundError("attnexp's conf/ folder is missing; reinstall with `pip install -e .` from the repo")
+    raise FileNotFoundError(f"attnexp's configs are missing from {package} (no conf/config.yaml inside it or beside it); "
+                            f"reinstall attnexp (pip install --force-reinstall attnexp, or pip install -e . in a checkout)")
+
+
+def with_config_dir(overrides: list[str], config_dir: str | None) -> list[str]:
+    """`overrides` with Hydra's `--config-dir DIR` as the `hydra.searchpath` entry it amounts to (after
+    any the user gave), so attnexp's checks compose what Hydra's run will: a user's own
+    experiment/, attention/ or data/ yaml beside attnexp's. A folder that is not there is one line."""
+    from attnexp.config import ConfigError
+
+    if not config_dir:
+        return list(overrides)
+    folder = Path(config_dir).expanduser().resolve()
+    if not folder.is_dir():
+        raise ConfigError(f"--config-dir {config_dir}: no such folder; give the folder that holds your own "
+                          f"experiment/, attention/ or data/ yaml files (docs/extending.md)")
+    given = [o for o in overrides if o.startswith("hydra.searchpath=")]
+    entries = search_entries(given[-1]) if given else []
+    rest = [o for o in overrides if not o.startswith("hydra.searchpath=")]
+    return [*rest, f"hydra.searchpath=[{','.join([*entries, f'file://{folder}'])}]"]
+
+
+def search_entries(override: str) -> list[str]:
+    """The folders of one `hydra.searchpath=[a,b]` override, as Hydra's grammar reads the list."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    value = OverridesParser.create().parse_override(override).value()
+    return [str(v) for v in (value if isinstance(value, list) else [value])]
+
+
+def search_path(overrides: list[str]):
+    """attnexp's conf/ and the folders of any `hydra.searchpath` override, as Hydra searches them."""
+    from hydra._internal.utils import create_config_search_path
+
+    path = create_config_search_path(str(conf_dir()))
+    for o in overrides:
+        if o.startswith("hydra.searchpath="):
+            for entry in search_entries(o):
+                path.append("command-line", entry)
+    return path
 
 
 def register_schemas() -> None:
@@ -36,9 +76,30 @@ def register_schemas() -> None:
         cs.store(name=f"{name}_schema", node=node)
     for data_name, node in DATA_SETS.items():
         cs.store(name=f"data_{data_name}_schema", node=node)
+    store_plugin_options(cs, DATA_SETS)
     from hydra_plugins.attnexp_optuna_sweeper import register
 
     register()
+
+
+def store_plugin_options(cs, data_sets: dict) -> None:
+    """`data=NAME` and `attention=NAME` for a data set or variant that an installed package registered
+    through an entry point (attnexp/config/plugins.py): its schema with its defaults, so it composes,
+    validates and is listed by --help like a built-in option, with no yaml. The attention registry
+    (and torch) is imported here only when some package declares a variant."""
+    from importlib.metadata import entry_points
+
+    from attnexp.config import AttentionConfig, plugins
+
+    for name, node in data_sets.items():
+        if plugins.from_plugin(node):
+            cs.store(group="data", name=name, node=node)
+    if entry_points(group="attnexp.attention"):
+        from attnexp.attention.registry import registered
+
+        for name, cls in registered().items():
+            if plugins.from_plugin(cls):
+                cs.store(group="attention", name=name, node=AttentionConfig(name=name))
 
 
 def compose(overrides: list[str], out_dir: str | Path = "unused"):

@@ -1,0 +1,73 @@
+"""A user's own conf folder beside attnexp's: Hydra's `--config-dir DIR` and `hydra.searchpath`
+both add it, so their experiment/, attention/ and data/ yaml compose with attnexp's, checks and
+did-you-mean included. Before, `--config-dir` was refused ("experiment=mine is not an option of
+experiment": attnexp's own check composed without it)."""
+
+from __future__ import annotations
+
+import pytest
+
+from attnexp.cli import main
+from attnexp.launch.command_line import sweep_jobs
+from attnexp.launch.compose import with_config_dir
+
+MINE = """\
+# @package _global_
+# my experiment: rotary attention, three layers
+defaults:
+  - override /attention: rotary
+model:
+  n_layers: 3
+"""
+WIDE_WINDOW = """\
+defaults:
+  - /attention_schema@_here_
+  - _self_
+
+name: sliding_window
+window: 9
+"""
+
+
+@pytest.fixture
+def user_conf(tmp_path):
+    conf = tmp_path / "myconf"
+    (conf / "experiment").mkdir(parents=True)
+    (conf / "attention").mkdir()
+    (conf / "experiment" / "mine.yaml").write_text(MINE)
+    (conf / "attention" / "wide_window.yaml").write_text(WIDE_WINDOW)
+    return conf
+
+
+@pytest.mark.parametrize("how", ["--config-dir", "searchpath"])
+def test_a_users_experiment_and_attention_compose_with_attnexps(user_conf, how, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    where = ["--config-dir", "myconf"] if how == "--config-dir" else [f"hydra.searchpath=[file://{user_conf}]"]
+    assert main(["train", *where, "experiment=mine", "--cfg", "job"]) == 0
+    shown = capsys.readouterr().out
+    assert "name: rotary" in shown and "n_layers: 3" in shown
+    assert main(["train", *where, "attention=wide_window", "--cfg", "job"]) == 0
+    assert "window: 9" in capsys.readouterr().out
+
+
+def test_a_users_option_is_checked_and_suggested(user_conf, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--config-dir", "myconf", "experiment=mien", "--cfg", "job"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("attnexp: config error: experiment=mien is not an option of experiment "
+                          "(did you mean experiment=mine?); choose one of: copy, induction, mine,") and "\n" not in err
+    assert main(["train", "--config-dir", "myconf", "attention=wide_window", "attention.window=0", "--cfg", "job"]) == 2
+    assert "window" in capsys.readouterr().err  # the variant's own check on the user's option
+
+
+def test_a_missing_config_dir_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--config-dir", "nowhere", "--cfg", "job"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "attnexp: config error: --config-dir nowhere: no such folder; give the folder that holds your own "
+        "experiment/, attention/ or data/ yaml files (docs/extending.md)")
+
+
+def test_a_sweep_over_every_experiment_includes_the_users(user_conf):
+    jobs = sweep_jobs(with_config_dir(["experiment=glob(*)"], str(user_conf)))
+    assert any("experiment=mine" in job for job in jobs) and any("experiment=copy" in job for job in jobs)
