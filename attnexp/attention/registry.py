@@ -2,7 +2,8 @@
 
 A leaf module: each variant imports it and registers itself with `@register`; it imports no
 variant by name. The modules under `attnexp/attention/variants/` are imported on first use, so a
-new variant is one file there (plus one yaml in conf/attention/) and nothing else to edit.
+new variant is one file there (plus one yaml in conf/attention/) and nothing else to edit; another
+package adds one through the entry-point group `attnexp.attention` (attnexp/config/plugins.py).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pkgutil
 from dataclasses import fields, replace
 
 from attnexp.attention.base import Attention
-from attnexp.config import AttentionConfig, ConfigError, ModelConfig, check, one_of
+from attnexp.config import AttentionConfig, ConfigError, ModelConfig, check, one_of, plugins
 
 REGISTRY: dict[str, type[Attention]] = {}
 ALIASES: dict[str, str] = {}  # an older name -> the variant's name
@@ -39,13 +40,15 @@ def register(cls: type[Attention]) -> type[Attention]:
 
 
 def registered() -> dict[str, type[Attention]]:
-    """Every registered variant by name (sorted); imports attnexp/attention/variants/* once."""
+    """Every registered variant by name (sorted); imports attnexp/attention/variants/* and the
+    installed plugins' modules (entry points `attnexp.attention`) once."""
     global _loaded
     if not _loaded:
         package = importlib.import_module("attnexp.attention.variants")
         for mod in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
             importlib.import_module(f"{package.__name__}.{mod.name}")
         _loaded = True
+        plugins.load("attnexp.attention")  # installed packages' variants (docs/extending.md)
     return {name: REGISTRY[name] for name in sorted(REGISTRY)}
 
 

@@ -8,7 +8,7 @@ import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attnexp.config import TaskConfig, check
+from attnexp.config import TaskConfig, check, plugins
 from attnexp.config.data import DataConfig, register
 from attnexp.data.text_files import check_text_file
 
@@ -141,3 +141,6 @@ def load_data_config(raw: dict, task: TaskConfig) -> DataConfig:
     from attnexp.config.data import load
 
     return load(raw, task)
+
+
+plugins.load("attnexp.data")  # installed packages' data sets, registered beside the built-in ones (docs/extending.md)
