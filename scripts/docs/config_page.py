@@ -16,15 +16,18 @@ OUT = REPO / "docs" / "config_groups.md"
 
 
 def about(path: Path) -> str:
-    """The yaml's first comment sentence (not a @package line), else what it sets."""
+    """The yaml's first comment sentence (not a @package line, not an indented example command),
+    else what it sets."""
     import yaml
 
     comments = []
     for line in path.read_text().splitlines():  # the comment the file opens with
         if not line.startswith("#"):
             break
-        if "@package" not in line:
+        if "@package" not in line and not line.startswith("#  "):
             comments.append(line.lstrip("# ").strip())
+            if comments[-1].endswith((".", ":")):  # a sentence that ends with its line
+                break
     if comments:
         text = " ".join(comments)
         return text.split(". ")[0].rstrip(".:") + "."
@@ -42,6 +45,27 @@ def about(path: Path) -> str:
 
     walk(node if isinstance(node, dict) else {})
     return ", ".join(flat[:6]) + (" ..." if len(flat) > 6 else "") if flat else "its group's defaults"
+
+
+def cell(text: str, where: Path) -> str:
+    """`text` as one Markdown table cell: `<`, `>` and `&` escaped outside code spans (else the page
+    eats `<date>` as HTML), `|` escaped outside them; a cell that cannot be one row (a line break,
+    a `|` inside a code span, which Python-Markdown shows as a literal `\\|`) is refused, naming
+    the yaml to fix."""
+    import html
+
+    if "\n" in text:
+        raise ValueError(f"{where}: its description spans lines; give the yaml an opening comment of one sentence")
+    parts = text.split("`")
+    if len(parts) % 2 == 0:
+        raise ValueError(f"{where}: an unclosed ` in its description")
+    for i, part in enumerate(parts):
+        if i % 2 and "|" in part:
+            raise ValueError(f"{where}: a '|' inside `{part}` breaks the table row; write the choices as separate "
+                             f"code spans (`a` or `b`)")
+        if not i % 2:
+            parts[i] = html.escape(part, quote=False).replace("|", "\\|")
+    return "`".join(parts)
 
 
 def variant(path: Path) -> str:
@@ -71,7 +95,7 @@ def page() -> str:
         lines += [f"## `{name}`", "", "| option | what it is |", "| --- | --- |"]
         for option in sorted(group.glob("*.yaml")):
             text = variant(option) if name == "attention" else about(option)
-            lines.append(f"| `{name}={option.stem}` | {text.replace('|', '/')} |")
+            lines.append(f"| `{name}={option.stem}` | {cell(text, option.relative_to(REPO))} |")
         lines.append("")
     return "\n".join(lines)
 
