@@ -6,6 +6,7 @@ stranger's file live here alone."""
 from __future__ import annotations
 
 import math
+import re
 import zipfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -46,15 +47,31 @@ class SnapshotError(ValueError):
 # small members imply (tokens (B, T), a statistic (L, H)), and against these limits.
 MAX_SMALL_BYTES = 8 << 20  # tokens, lengths, statistics, roles, rollout: a few kB each in practice
 MAX_WEIGHTS_BYTES = 1 << 30  # the maps themselves: 12 layers x 12 heads x 4 examples x 512^2 fp16 is 302 MB
+MAX_SMALL_TOTAL = 64 << 20  # every member but the weights together: many members each under the limit add up
+MAX_MEMBERS = 512  # about 40 quantities, 4 arrays an example for up to 64 examples, a few more
+_FIXED = {"weights", "lengths", "tokens", "roles", "layer_importance", "skipped", "notes", "epoch", "step"}
+_PER_EXAMPLE = re.compile(r"(rollout|flow|relevance_pred|relevance_pred_scores|relevance_true|relevance_true_scores)_ex\d{1,3}")
+
+
+def expected(member: str) -> bool:
+    """Whether `member` (without .npy) is one `save` writes: a stranger's other members are never read."""
+    return (member in _FIXED or member.startswith(STAT_PREFIX) or quantities.of_member(member) is not None
+            or _PER_EXAMPLE.fullmatch(member) is not None)
 
 
 def _headers(z: zipfile.ZipFile) -> dict[str, tuple[tuple[int, ...], np.dtype, int]]:
-    """member name (without .npy) -> (shape, dtype, declared uncompressed bytes), from the zip
-    directory and the first bytes of each member: nothing is inflated beyond its npy header."""
+    """member name (without .npy) -> (shape, dtype, declared uncompressed bytes) of the members a
+    snapshot has, from the zip directory and the first bytes of each: nothing is inflated beyond its
+    npy header, and a member `save` never writes is not opened at all."""
     out = {}
-    for info in z.infolist():
+    infos = z.infolist()
+    if len(infos) > MAX_MEMBERS:
+        raise SnapshotError(f"it holds {len(infos):,} members; a snapshot holds at most {MAX_MEMBERS}")
+    for info in infos:
         if not info.filename.endswith(".npy"):
             raise SnapshotError(f"it holds {info.filename[:60]!r}, which is not an array")
+        if not expected(info.filename[:-4]):
+            continue
         with z.open(info) as f:
             version = np.lib.format.read_magic(f)
             read = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}.get(version)
@@ -83,6 +100,10 @@ def check_sizes(path: Path | str) -> None:
     if big:
         k = next(iter(big))
         raise SnapshotError(f"{k!r} would take {big[k][2]:,} bytes; a snapshot's {k} takes a few kB")
+    small = sum(v[2] for k, v in members.items() if k != "weights")
+    if small > MAX_SMALL_TOTAL:
+        raise SnapshotError(f"its {len(members) - ('weights' in members)} small members would take {small:,} bytes "
+                            f"together; a snapshot's take a few MB")
     if "weights" in members:
         shape, _, size = members["weights"]
         tokens = members.get("tokens", ((), None, 0))[0]
@@ -122,7 +143,7 @@ def read(path: Path | str, weights: bool = False) -> Snapshot:
     """The snapshot at `path` (SnapshotError if it is not one attnexp could have written); the
     weights are inflated only when asked for. Every reader of a snapshot comes through here."""
     with opened(path) as z:
-        found = set(z.files)
+        found = {m for m in z.files if expected(m)}
         per_head = {name: np.asarray(z[m], dtype=float) for m in sorted(found) if (name := quantities.of_member(m))}
         per_head.update({m[len(STAT_PREFIX):]: np.asarray(z[m], dtype=float) for m in sorted(found)
                          if m.startswith(STAT_PREFIX) and m[len(STAT_PREFIX):] not in per_head})  # a newer attnexp's

@@ -229,3 +229,43 @@ def test_runs_whose_losses_mean_different_things_are_ranked_apart(tmp_path, caps
     assert compare_cli([str(tmp_path)]) == 0
     rows = table(capsys.readouterr().out)
     assert sorted(r["ranked with"] for r in rows) == ["val/loss · lm · masked", "val/loss · lm · next"]
+
+
+def test_a_snapshot_of_many_members_each_under_the_limit_is_refused_before_inflating(tmp_path):
+    """Before: 1,400 members of 8.38 MB each (every one under the per-member limit) in an 11.7 MB file
+    were inflated whole by `compare report=` (11.7 GB, then a MemoryError traceback). Now a snapshot
+    has a total limit and a list of the members it may hold; a member `save` never writes is not read."""
+    import resource
+    import zipfile
+
+    import numpy as np
+
+    from attnexp.maps import snapshot
+
+    path = tmp_path / "epoch000.npz"
+    chunk = np.zeros((1_000_000,))  # 8 MB of zeros, a few kB compressed
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        np.lib.format.write_array(z.open("stat_entropy.npy", "w"), np.ones((1, 4)))
+        np.lib.format.write_array(z.open("tokens.npy", "w"), np.array([["a", "b"]]))
+        for k in range(12):  # members it could have written, together far past any snapshot's small members
+            with z.open(f"stat_bomb{k}.npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, chunk)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(snapshot.SnapshotError, match=r"small members would take 96,001,\d+ bytes together"):
+        snapshot.read(path)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 60_000  # KiB
+
+    strange = tmp_path / "epoch001.npz"
+    with zipfile.ZipFile(strange, "w", zipfile.ZIP_DEFLATED) as z:
+        np.lib.format.write_array(z.open("stat_entropy.npy", "w"), np.ones((1, 4)))
+        for k in range(20):  # members no attnexp writes: never opened, never inflated
+            with z.open(f"unknown{k}.npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, chunk)
+    s = snapshot.read(strange)
+    assert set(s.per_head) == {"entropy"}
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 60_000
+
+    many = tmp_path / "epoch002.npz"
+    np.savez(many, **{f"stat_q{k}": np.ones((1, 1)) for k in range(snapshot.MAX_MEMBERS + 1)})
+    with pytest.raises(snapshot.SnapshotError, match="members; a snapshot holds at most"):
+        snapshot.read(many)
