@@ -12,6 +12,12 @@ from attnexp.config import TaskConfig, check, plugins
 from attnexp.config.data import DataConfig, register
 from attnexp.data.text_files import check_text_file
 
+# What a setting may make attnexp generate or train, the same from the command line and from a
+# checkpoint's recorded data (eval, resume): a stranger's file asking for 10**9 sentences is one line
+# before anything is built, not minutes of generation.
+MAX_EXAMPLES = 1_000_000
+MAX_VOCAB = 262_144
+
 
 @register
 @dataclass
@@ -39,6 +45,8 @@ class ToyDataConfig(DataConfig):
         check(self.min_freq >= 1, f"data.min_freq={self.min_freq} must be >= 1")
         check(self.corpus is not None or self.n_sentences >= 10,
               f"data.n_sentences={self.n_sentences} is too few to split into train and validation; use at least 10")
+        check(self.n_sentences <= MAX_EXAMPLES, f"data.n_sentences={self.n_sentences:,} is beyond attnexp's limit of "
+                                                f"{MAX_EXAMPLES:,} generated sentences; use fewer, or a text file (data.corpus=)")
         if self.corpus is not None:
             check_text_file(self.corpus, "data.corpus")
             check(task.name != "classify", "task=classify on a text file needs labels; use the built-in corpus "
@@ -81,7 +89,7 @@ class NewsgroupsDataConfig(DataConfig):
         check(0 < self.val_fraction < 1, f"data.val_fraction={self.val_fraction} must be in (0, 1)")
         check(self.tokenizer_model in ("wordpiece", "bpe"),
               f"data.tokenizer_model={self.tokenizer_model!r} is not one of: wordpiece, bpe")
-        check(self.vocab_size >= 100, f"data.vocab_size={self.vocab_size} is too small; use at least 100")
+        check(100 <= self.vocab_size <= MAX_VOCAB, f"data.vocab_size={self.vocab_size:,} must be in [100, {MAX_VOCAB:,}]")
         check(self.limit is None or self.limit >= 10,
               f"data.limit={self.limit} is too few posts to split; use at least 10 (or null: all)")
         if self.source == "local":
@@ -128,6 +136,9 @@ class SyntheticDataConfig(DataConfig):
               f"data.min_length={self.min_length} must be in [2, data.length={self.length}] (or null)")
         check(self.n_train > 0 and self.n_val > 0, "data.n_train and data.n_val must be positive")
         check(self.n_test >= 0, f"data.n_test={self.n_test} must be >= 0 (0: no test split)")
+        for split in ("n_train", "n_val", "n_test"):
+            n = getattr(self, split)
+            check(n <= MAX_EXAMPLES, f"data.{split}={n:,} is beyond attnexp's limit of {MAX_EXAMPLES:,} generated examples")
         if self.kind in ("recall", "induction"):
             check(self.length <= self.n_symbols, f"data.kind={self.kind} draws {self.length} distinct symbols: "
                                                  f"raise data.n_symbols={self.n_symbols} or lower data.length")

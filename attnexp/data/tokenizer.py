@@ -56,11 +56,27 @@ def ordinary(tok: Tokenizer, seeded: set[str]) -> Tokenizer:
     return Tokenizer.from_str(json.dumps(data))
 
 
+def tokenizer_problem(tok: Tokenizer) -> str | None:
+    """What makes a stranger's tokenizer unusable by attnexp, checked field by field before any text
+    meets it (a WordPiece model whose [UNK] is not in its vocabulary raised inside encode), or None."""
+    missing = [t for t in ("[CLS]", "[SEP]", "[PAD]") if tok.token_to_id(t) is None]
+    if missing:
+        return f"the tokenizer has no {'/'.join(missing)} token{'s' if len(missing) > 1 else ''}"
+    unk = getattr(tok.model, "unk_token", None)
+    if unk is not None and tok.token_to_id(str(unk)) is None:
+        return f"its {type(tok.model).__name__} model names {str(unk)[:40]!r} for unknown text, which is not in its vocabulary"
+    n = tok.get_vocab_size()
+    if n > MAX_VOCAB:
+        return f"it has {n:,} tokens, beyond attnexp's limit of {MAX_VOCAB:,}"
+    return None
+
+
 def finish(tok: Tokenizer, max_len: int) -> Tokenizer:
     """[CLS] text [SEP], truncated to max_len: the same for trained and loaded tokenizers."""
+    problem = tokenizer_problem(tok)
+    if problem:
+        raise ValueError(f"{problem}; use a BERT-style tokenizer.json")
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    if cls is None or sep is None:
-        raise ValueError("the tokenizer has no [CLS]/[SEP] tokens; use a BERT-style tokenizer.json")
     tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
     tok.enable_truncation(max_len)
     tok.no_padding()

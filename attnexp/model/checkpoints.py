@@ -143,6 +143,17 @@ def model_weights(ckpt: dict) -> dict[str, torch.Tensor]:
             if isinstance(k, str) and k.startswith(MODEL_PREFIX) and isinstance(v, torch.Tensor)}
 
 
+def check_finite(weights: dict, key: str, path: str | Path) -> None:
+    """One line when some weights are NaN or infinite (a run that diverged, or a forged file): every
+    map, score and sample drawn from them would be NaN, or a traceback deep inside sampling."""
+    bad = [name for name, t in weights.items()
+           if isinstance(t, torch.Tensor) and t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if bad:
+        raise ConfigError(f"{key}={str(path)!r} holds weights that are not numbers (NaN or inf in {len(bad)} tensor(s), "
+                          f"first {bad[0][:60]!r}): the run diverged before it was saved, or the file is damaged; use "
+                          f"an earlier checkpoint (checkpoints/best-*.ckpt)")
+
+
 def model_from_checkpoint(ckpt: dict, path: str | Path, key: str = "ckpt"):
     """The Transformer a checkpoint describes, in eval mode: its settings checked like a config
     (a stranger's file cannot ask for an absurd size), its tensors checked against the model built
@@ -177,6 +188,7 @@ def model_from_checkpoint(ckpt: dict, path: str | Path, key: str = "ckpt"):
         raise ConfigError(f"{key}={str(path)!r} describes a model of {implied:,} parameters but holds tensors for "
                           f"{held:,}; it is not a whole attnexp checkpoint")
     check_shapes({"state_dict": weights}, shapes, key, path)
+    check_finite(weights, key, path)
     model = build("cpu")
     model.load_state_dict(weights)
     return model.eval(), hp

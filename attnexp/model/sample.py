@@ -3,6 +3,9 @@ logits over temperature, cut to the top k, sampled; stops at the end token or af
 
 from __future__ import annotations
 
+import math
+import sys
+
 import torch
 
 from attnexp.config import ConfigError
@@ -50,9 +53,20 @@ def sample_text(loaded, prompt: str, max_new_tokens: int = 50, temperature: floa
     if loaded.pretrained or loaded.hparams is None:
         raise ConfigError("sample takes an attnexp checkpoint (ckpt=PATH) of a causal language model")
     check_samplable(loaded.hparams, "ckpt", loaded.path)
+    if not math.isfinite(temperature):
+        raise ConfigError(f"temperature={temperature} must be a finite number >= 0 (0: the most likely token)")
     if max_new_tokens < 1 or temperature < 0 or (top_k is not None and top_k < 1) or num_samples < 1:
         raise ConfigError("max_new_tokens >= 1, temperature >= 0, top_k >= 1 (or none) and num_samples >= 1")
+    if max_new_tokens > 100_000 or num_samples > 10_000:
+        raise ConfigError(f"max_new_tokens={max_new_tokens} or num_samples={num_samples} is beyond attnexp's limits "
+                          f"(100,000 tokens, 10,000 samples)")
+    if not 0 <= seed < 2**63:
+        raise ConfigError(f"seed={seed} must be in [0, 2**63): torch's generator takes a 64-bit seed")
     enc = loaded.encoder
+    unknown = enc.unknown_words(prompt)
+    if unknown:
+        print(f"attnexp sample: {len(unknown)} word(s) of the prompt are not in the vocabulary and became [UNK]: "
+              f"{', '.join(unknown[:10])}{' ...' if len(unknown) > 10 else ''}", file=sys.stderr)
     end = EOS if enc.kind == "words" else enc.tok.token_to_id("[SEP]")
     ids = enc.encode(prompt)
     ids = ids[:-1] if ids and ids[-1] == end else ids  # the prompt goes on: no end token after it

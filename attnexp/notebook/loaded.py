@@ -71,6 +71,9 @@ class Loaded:
         """The texts as a Probe (ids cut to the model's max_len; a BERT pair gets its token types)."""
         from attnexp.heads.probe import Probe
 
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        if not texts:
+            raise ConfigError("give at least one text, e.g. .show(\"the dog runs .\") or .scores(\"the dog runs .\")")
         if self.pretrained:
             encs = [self.encoder.encode(t, p) for t, p in zip(texts, pairs or [None] * len(texts))]
             types = [e.type_ids for e in encs] if self.model.m.type_vocab_size else None

@@ -341,3 +341,112 @@ def test_a_config_error_is_said_before_torch_is_imported():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.stdout.split() == ["2", "False"], r.stdout + r.stderr[-1000:]
     assert "model.d_model=64 is not divisible by model.n_heads=5" in r.stderr
+
+
+# -- the third attack pass: small files that asked for minutes or gave tracebacks (issue 41)
+
+
+def nan_weights(data):
+    key = next(k for k, v in data["state_dict"].items() if v.is_floating_point())
+    data["state_dict"][key][0] = float("nan")
+
+
+def no_unk_wordpiece(data):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordPiece(vocab={"[PAD]": 0, "[CLS]": 1, "[SEP]": 2, "the": 3, "dog": 4}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    encoder(data).update(kind="tokenizer", payload=tok.to_str())
+
+
+def test_a_checkpoints_recorded_data_is_held_to_the_command_lines_limits(trained, tmp_path, capsys):
+    """Before: a 1.4 MB checkpoint whose data settings asked for n_sentences = 10**9 made `eval
+    split=val` generate a corpus for minutes (2.6 GB and growing)."""
+    import time
+
+    from attnexp.cli import main
+
+    def huge(data):
+        data["data_identity"]["settings"]["n_sentences"] = 10**9
+
+    t0 = time.time()
+    assert main(["eval", f"ckpt={forged(trained, 'huge-data', huge)}", "split=val", f"out={tmp_path / 'e'}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "data.n_sentences=1,000,000,000 is beyond attnexp's limit of 1,000,000 generated sentences" in err, err
+    assert "\n" not in err and time.time() - t0 < 30
+    assert main(["train", "data.n_sentences=2000000", "--cfg", "job"]) == 2  # the same limit on the command line
+    assert "beyond attnexp's limit" in capsys.readouterr().err
+
+
+def test_a_wordpiece_tokenizer_without_its_unknown_token_is_one_line(trained, capsys):
+    """Before: `maps ckpt=...` of a checkpoint whose embedded WordPiece tokenizer has no [UNK] gave a
+    traceback from encode ("Missing [UNK] token from the vocabulary")."""
+    from attnexp.cli import main
+
+    assert main(["maps", f"ckpt={forged(trained, 'no-unk', no_unk_wordpiece)}", "text=the cat"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "its WordPiece model names '[UNK]' for unknown text, which is not in its vocabulary" in err, err
+    assert "\n" not in err
+
+
+def test_weights_that_are_not_numbers_are_said_by_every_reader(trained, tmp_path, capsys):
+    """Before: `sample` gave a traceback ("probability tensor contains inf, nan"), and `maps` and
+    `api.load().scores()` drew and returned NaN without a word."""
+    from attnexp import api
+    from attnexp.cli import main
+    from attnexp.config import ConfigError
+
+    bad = forged(trained, "nan", nan_weights)
+    for cmd in (["sample", f"ckpt={bad}", "prompt=the dog"], ["maps", f"ckpt={bad}", "text=the dog", f"out={tmp_path}"],
+                ["eval", f"ckpt={bad}", "split=val", f"out={tmp_path / 'e'}"]):
+        assert main(cmd) == 2, cmd
+        err = capsys.readouterr().err.strip()
+        assert "holds weights that are not numbers (NaN or inf in " in err and "\n" not in err, (cmd, err)
+    with pytest.raises(ConfigError, match="holds weights that are not numbers"):
+        api.load(bad).scores("the dog")
+
+
+@pytest.mark.parametrize("arg,needle", [("temperature=nan", "temperature=nan must be a finite number"),
+                                        ("seed=12345678901234567890123", "must be in [0, 2**63)"),
+                                        ("temperature=inf", "temperature=inf must be a finite number")])
+def test_sample_settings_that_are_not_numbers_it_can_use_are_one_line(arg, needle, trained, capsys):
+    from attnexp.cli import main
+
+    assert main(["sample", f"ckpt={trained[1]}", "prompt=the dog", arg]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and "\n" not in err, err
+
+
+def test_sample_says_which_prompt_words_became_unknown_and_show_needs_a_text(trained, capsys):
+    from attnexp import api
+    from attnexp.cli import main
+    from attnexp.config import ConfigError
+
+    assert main(["sample", f"ckpt={trained[1]}", "prompt=the zyzzyva", "max_new_tokens=3"]) == 0
+    assert "1 word(s) of the prompt are not in the vocabulary and became [UNK]: zyzzyva" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="give at least one text"):
+        api.load(trained[1]).show()
+
+
+@pytest.mark.parametrize("sig,code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_eval_stopped_by_a_signal_says_so_and_leaves_no_half_folder(sig, code, trained, tmp_path, capsys, monkeypatch):
+    """Before: under SIGTERM `eval` exited 143 with no line and left an empty output folder; under
+    SIGINT, a KeyboardInterrupt traceback. The signal comes while the maps are drawn."""
+    import os
+    import signal
+
+    from attnexp.cli import main
+    from attnexp.training import evaluate
+
+    drawn = evaluate.draw_split_maps
+
+    def stopped_while_drawing(model, dm, split, folder):
+        drawn(model, dm, split, folder)
+        os.kill(os.getpid(), getattr(signal, sig))
+
+    monkeypatch.setattr(evaluate, "draw_split_maps", stopped_while_drawing)
+    out = tmp_path / "eval"
+    assert main(["eval", f"ckpt={trained[1]}", "split=val", f"out={out}"]) == code
+    err = capsys.readouterr().err.strip()
+    assert err == f"attnexp eval: stopped by {sig}; nothing was written (run the same command again)", err
+    assert not out.exists()
