@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 
+from attnexp.cli.exits import EXIT
 from attnexp.config import ConfigError
 
 USAGE = "usage: python -m attnexp eval ckpt=PATH [split=test|val|train] [out=DIR] [data.KEY=VALUE ...]"
@@ -28,8 +29,15 @@ def eval_cli(argv: list[str]) -> int:
         if "ckpt" not in args:
             raise ConfigError(f"give ckpt=PATH; {USAGE}")
         from attnexp import api
+        from attnexp.training.stops import Interrupted, StopSignals
 
-        s = api.evaluate(args["ckpt"], args.get("split", "test"), data, args.get("out"))
+        try:
+            with StopSignals():  # SIGTERM / Ctrl-C: stop at once, one line, no half-written folder
+                s = api.evaluate(args["ckpt"], args.get("split", "test"), data, args.get("out"))
+        except Interrupted as e:
+            print(f"attnexp eval: stopped by {e.signame}; nothing was written (run the same command again)",
+                  file=sys.stderr)
+            return EXIT[e.signame]
     except ConfigError as e:
         print(f"attnexp eval: {e}", file=sys.stderr)
         return 2

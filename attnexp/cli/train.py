@@ -12,10 +12,13 @@ from datetime import datetime
 from pathlib import Path
 
 from attnexp.cli.exits import EXIT, SWEEP_FAILED, exit_code
+from attnexp.launch.compose import register_resolvers
 from attnexp.results import summary
+from attnexp.results.folder import unwritable
 from attnexp.results.summary import FAILURES, Status
 
 log = logging.getLogger("attnexp")
+register_resolvers()  # a job run in another process (submitit) resolves its folder name with them
 
 
 # What lightning-hydra-template users type for "none" of a group; Hydra refuses a null group choice
@@ -44,10 +47,14 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
         if problem:
             print(f"attnexp: config error: {problem}", file=sys.stderr)
             return EXIT[Status.CONFIG_ERROR]
-    problem = unwritable(run_folder(overrides, multirun), "hydra.sweep.dir" if multirun else "hydra.run.dir")
+    problem = unwritable(*run_folder(overrides, multirun))
     if problem:
         print(f"attnexp: {problem}", file=sys.stderr)
         return EXIT[Status.FAILED]
+    problem = folder_owned(overrides, multirun)
+    if problem:  # said before Hydra writes .hydra/ into a folder another run owns
+        print(f"attnexp: {problem}", file=sys.stderr)
+        return EXIT[Status.CONFIG_ERROR]
     # Lightning re-runs this command line for each extra DDP process (sys.argv, which Hydra needs
     # without the subcommand): this tells `python -m attnexp <overrides>` that it is a train.
     os.environ["ATTNEXP_SUBCOMMAND"] = "train"
@@ -63,28 +70,34 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
     return finish_sweep(sweep_root, overrides) if sweep_root else 0
 
 
-def run_folder(overrides: list[str], multirun: bool) -> Path:
-    """Where Hydra will make the run's (or the sweep's) folder: the part of hydra.run.dir /
-    hydra.sweep.dir before any interpolation, else conf/config.yaml's outputs/ or multirun/."""
-    key = "hydra.sweep.dir=" if multirun else "hydra.run.dir="
-    given = [o[len(key):] for o in overrides if o.startswith(key)]
-    return Path(given[-1].split("${", 1)[0] or ".") if given else Path("multirun" if multirun else "outputs")
+def run_folder(overrides: list[str], multirun: bool) -> tuple[Path, str]:
+    """Where Hydra will make the run's (or the sweep's) folder, and the key that sets it: the part of
+    hydra.run.dir / hydra.sweep.dir before any interpolation, else the composed paths.log_dir /
+    paths.sweep_dir (the command line's, an experiment's or conf/paths/default.yaml's)."""
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    given = [o[len(key) + 1:] for o in overrides if o.startswith(key + "=")]
+    if given:
+        return Path(given[-1].split("${", 1)[0] or "."), key
+    from attnexp.launch.command_line import compose_checked
 
-
-def unwritable(folder: Path, key: str) -> str | None:
-    """One line when the run folder cannot be made or written (a read-only disk, no permission),
-    before Hydra's own mkdir fails with a traceback; else None."""
-    existing = folder.absolute()
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if os.access(existing, os.W_OK | os.X_OK):
-        return None
+    which = "sweep_dir" if multirun else "log_dir"
     try:
-        read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
-    except OSError:
-        read_only = False
-    why = "is on a read-only file system" if read_only else "is not writable by this user"
-    return f"cannot write the run folder {folder}: {existing} {why}; give a writable folder with {key}=DIR"
+        cfg = compose_checked([o for o in overrides if "," not in o.partition("=")[2] or o.startswith("hydra")])
+        return Path(str(cfg.paths[which])), f"paths.{which}"
+    except Exception:  # noqa: BLE001 - a sweep whose fixed part does not compose alone: Hydra says so itself
+        return Path("multirun" if multirun else "outputs"), f"paths.{which}"
+
+
+def folder_owned(overrides: list[str], multirun: bool) -> str | None:
+    """A single run given a literal hydra.run.dir that a live run holds, or that holds an earlier
+    run's checkpoints while this one does not resume: one line (attnexp.results.folder), else None."""
+    from attnexp.results import folder
+
+    given = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.run.dir=")]
+    if multirun or not given or "${" in given[-1] or not folder.rank_zero():
+        return None
+    resume = next((o.split("=", 1)[1] or None for o in reversed(overrides) if o.startswith("resume=")), None)
+    return folder.taken(Path(given[-1])) or folder.earlier_run(Path(given[-1]), resume)
 
 
 def hydra_flags(argv: list[str]):
@@ -134,11 +147,25 @@ def job(cfg, overrides: list[str], multirun: bool, started: float | None) -> flo
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from attnexp.config import ConfigError
-    from attnexp.launch.load import job_context, load_run
+    from attnexp.results.folder import FolderTaken, owned
 
     out = Path(HydraConfig.get().runtime.output_dir)
     sweep = HydraConfig.get().mode == RunMode.MULTIRUN
+    try:
+        with owned(out, cfg.get("resume")):  # one run a folder: nothing of this one is written into another's
+            return run_job(cfg, out, sweep, overrides, multirun, started)
+    except FolderTaken as e:
+        if not sweep:
+            print(f"attnexp: {e}", file=sys.stderr)
+            raise SystemExit(EXIT[Status.CONFIG_ERROR]) from None
+        log.error("not run: %s", e)
+        return None
+
+
+def run_job(cfg, out: Path, sweep: bool, overrides: list[str], multirun: bool, started: float | None) -> float | None:
+    from attnexp.config import ConfigError
+    from attnexp.launch.load import job_context, load_run
+
     try:
         run = load_run(cfg, started)  # before the slow Lightning import
     except ConfigError as e:
@@ -247,10 +274,23 @@ def conclude(result: dict, overrides: list[str], multirun: bool, out: Path, swee
 
 def say_stopped(result: dict, overrides: list[str], multirun: bool, out: Path) -> None:
     again = [o for o in overrides if not o.startswith(("resume=", "hydra.run.dir=", "hydra.sweep.dir="))]
-    where = f"hydra.sweep.dir={shlex.quote(result['sweep'])}" if result.get("sweep") else f"hydra.run.dir={shlex.quote(str(out))}"
+    where = shlex.quote(f"hydra.sweep.dir={hydra_quote(result['sweep'])}" if result.get("sweep")
+                        else f"hydra.run.dir={hydra_quote(str(out))}")
     cmd = " ".join(["python -m attnexp train", *(["-m"] if multirun else []), *map(shlex.quote, again), where, "resume=auto"])
     ckpt = result.get("resume_checkpoint") or "none yet (it starts afresh)"
     print(f"attnexp: {result.get('error')}; checkpoint: {ckpt}. Resume with: {cmd}", file=sys.stderr)
+
+
+def hydra_quote(value: str) -> str:
+    """`value` as Hydra's override grammar reads it back: as it is where it holds only plain
+    characters, else in double quotes (a folder named `run (copy)` pasted bare is a grammar error)."""
+    import re
+
+    if re.fullmatch(r"[\w./~+@%:-]+", value):
+        return value
+    # Hydra's quoted strings: a quote is escaped, and so are the backslashes just before a quote or the end
+    escaped = re.sub(r'(\\*)"', lambda m: m.group(1) * 2 + '\\"', value)
+    return '"' + re.sub(r"(\\+)$", lambda m: m.group(1) * 2, escaped) + '"'
 
 
 def sweep_value(result: dict) -> float | None:

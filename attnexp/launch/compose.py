@@ -55,21 +55,42 @@ def search_path(overrides: list[str]):
     return path
 
 
-def register_schemas() -> None:
-    """Put the typed schemas in Hydra's ConfigStore; conf/ files inherit them (`/x_schema@_here_`,
-    `optim_schema@optim`), so every key exists on every option and a wrong type fails at compose time."""
-    from hydra.core.config_store import ConfigStore
-    from omegaconf import OmegaConf
+def job_dirname(override_dirname: str) -> str:
+    """A sweep job's folder name from its swept settings: one name inside the sweep folder whatever a
+    value holds (a '/' is written %2F, so `data.corpus=a/../../../x.txt` cannot climb out of the
+    sweep, where results.md and the failure list never saw it), at most 200 bytes (a short hash of the
+    rest after that)."""
+    import hashlib
 
-    from attnexp.config import AttentionConfig, CheckpointConfig, MapsConfig, ModelConfig, OptimConfig, TaskConfig
-    from attnexp.config.data import DATA_SETS
-    from attnexp.data import configs  # noqa: F401  (registers the built-in data sets)
+    name = str(override_dirname).replace("%", "%25").replace("/", "%2F").replace("\\", "%5C").replace("\0", "")
+    if len(name.encode()) > 200:
+        name = name.encode()[:180].decode(errors="ignore") + "~" + hashlib.sha256(name.encode()).hexdigest()[:12]
+    return name
+
+
+def register_resolvers() -> None:
+    """The resolvers conf/config.yaml's folder names use; registered by the command line and again
+    where a job's config is resolved in another process (attnexp/cli/train.py imports this)."""
+    from omegaconf import OmegaConf
 
     # run folders say what ran: <time>_<experiment, or data-task>_<attention> (conf/config.yaml's hydra.run.dir)
     OmegaConf.register_new_resolver("attnexp_or", lambda first, other: other if first in (None, "", "None") else first,
                                     replace=True)
     # an absolute path: the MLflow logger's SQLite store and artifacts under paths.log_dir, wherever it is given
     OmegaConf.register_new_resolver("attnexp_abspath", lambda p: str(Path(p).resolve()), replace=True)
+    OmegaConf.register_new_resolver("attnexp_jobdir", job_dirname, replace=True)
+
+
+def register_schemas() -> None:
+    """Put the typed schemas in Hydra's ConfigStore; conf/ files inherit them (`/x_schema@_here_`,
+    `optim_schema@optim`), so every key exists on every option and a wrong type fails at compose time."""
+    from hydra.core.config_store import ConfigStore
+
+    from attnexp.config import AttentionConfig, CheckpointConfig, MapsConfig, ModelConfig, OptimConfig, TaskConfig
+    from attnexp.config.data import DATA_SETS
+    from attnexp.data import configs  # noqa: F401  (registers the built-in data sets)
+
+    register_resolvers()
     cs = ConfigStore.instance()
     for name, node in [("attention", AttentionConfig), ("model", ModelConfig), ("task", TaskConfig),
                        ("optim", OptimConfig), ("maps", MapsConfig), ("checkpoint", CheckpointConfig)]:

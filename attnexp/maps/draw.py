@@ -36,6 +36,11 @@ def free_folder(base: Path) -> Path:
 
 def out_folder(out: str | None, default: Path) -> Path:
     """`out` (which must be new or empty), or `default` made free (`free_folder`)."""
+    from attnexp.results.folder import unwritable
+
+    problem = unwritable(Path(out) if out else default, "out", "the maps' folder")
+    if problem:
+        raise ConfigError(problem)
     folder = Path(out) if out else free_folder(default)
     if out and folder.exists() and not folder.is_dir():
         raise ConfigError(f"out={str(folder)!r} is a file; give a folder (a new or empty one) for the maps")

@@ -6,12 +6,14 @@ it (data_identity); `data.*` overrides may change it where the tokenizer stays t
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from pathlib import Path
 
 from attnexp.config import ConfigError, MapsConfig, TaskConfig, check, from_dict, split_override
 from attnexp.model import checkpoints
 from attnexp.results import summary
+from attnexp.results.folder import unwritable
 from attnexp.results.summary import Status
 
 SPLITS = ("test", "val", "train")
@@ -51,6 +53,8 @@ def evaluate(ckpt_path: str | Path, split: str = "test", overrides: list[str] = 
     logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)  # "GPU available: False"...
     t0, path = time.time(), Path(ckpt_path)
     check(split in SPLITS, f"split={split!r} is not one of: {', '.join(SPLITS)}")
+    problem = unwritable(Path(out) if out else path.parent.parent / "eval", "out", "the evaluation's folder")
+    check(problem is None, problem or "")  # before the evaluation, not after it
     ckpt = checkpoints.load(path, "ckpt")
     model, hp = checkpoints.model_from_checkpoint(ckpt, path)  # sizes checked before anything is built
     task = from_dict(TaskConfig, hp["task"], "task")
@@ -71,7 +75,20 @@ def evaluate(ckpt_path: str | Path, split: str = "test", overrides: list[str] = 
     trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False)
     metrics = (trainer.test(module, datamodule=dm, verbose=False) or [{}])[0]
+    existed = bool(out) and Path(out).is_dir()
     folder = draw.out_folder(str(out) if out else None, path.parent.parent / "eval" / f"{path.stem}_{split}")
+    try:
+        return write_evaluation(folder, path, split, metrics, cfg, dm, task, model, t0)
+    except BaseException:  # a stop signal or a failure while writing: no half folder (an empty out= stays)
+        for p in sorted(folder.rglob("*"), reverse=True) if existed else ():
+            p.rmdir() if p.is_dir() else p.unlink(missing_ok=True)
+        if not existed:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def write_evaluation(folder: Path, path: Path, split: str, metrics: dict, cfg, dm, task, model, t0: float) -> dict:
+    """The evaluation's folder: its summary.json (kind `eval`, written last) and the split's maps."""
     record = {**summary.header(Status.COMPLETED, None, folder), "kind": "eval", "checkpoint": str(path.resolve()),
               "split": split, "metrics": {"final": {}, "best": None, "history": [],
                                           "test": {k: round(float(v), 6) for k, v in sorted(metrics.items())}},

@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 
 import lightning as L
 import pytest
@@ -196,5 +197,24 @@ def test_a_read_only_run_folder_is_one_line(tmp_path):
                                         f"{disk} is on a read-only file system; give a writable folder with {key}=DIR")
         r = attnexp("train", "logger=none", cwd=disk)  # the default outputs/ in a read-only working directory
         assert r.stderr.strip().startswith("attnexp: cannot write the run folder outputs:"), r.stderr[-2000:]
+        r = attnexp("train", "logger=none", f"paths.log_dir={disk / 'logs'}", cwd=tmp_path)  # before: a traceback
+        assert r.returncode == 1 and r.stderr.strip() == (
+            f"attnexp: cannot write the run folder {disk / 'logs'}: {disk} is on a read-only file system; give a "
+            f"writable folder with paths.log_dir=DIR"), r.stderr[-2000:]
+        s = train(run_of(["trainer.max_epochs=1", "data.n_sentences=100", *QUICK[4:]], tmp_path / "run"))
+        t0 = time.time()  # before: it evaluated for 39 s, then failed writing
+        r = attnexp("eval", f"ckpt={s['checkpoints']['last']}", "split=val", f"out={disk / 'eval'}", cwd=tmp_path)
+        assert r.returncode == 2 and r.stderr.strip() == (
+            f"attnexp eval: cannot write the evaluation's folder {disk / 'eval'}: {disk} is on a read-only file "
+            f"system; give a writable folder with out=DIR") and time.time() - t0 < 20, r.stderr[-2000:]
     finally:
         unmount(disk)
+
+
+def test_a_file_where_the_log_folder_should_be_is_one_line(tmp_path):
+    """Before: paths.log_dir on a file gave Hydra's mkdir traceback."""
+    (tmp_path / "logs").write_text("a file\n")
+    r = attnexp("train", "logger=none", f"paths.log_dir={tmp_path / 'logs' / 'runs'}", cwd=tmp_path)
+    assert r.returncode == 1 and r.stderr.strip() == (
+        f"attnexp: cannot write the run folder {tmp_path / 'logs' / 'runs'}: {tmp_path / 'logs'} is a file, not a "
+        f"folder; give a folder with paths.log_dir=DIR"), r.stderr[-2000:]

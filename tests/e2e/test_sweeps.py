@@ -253,13 +253,20 @@ def test_a_sweep_with_a_diverging_job_lists_it_and_exits_1(tmp_path, monkeypatch
     assert err[-1].startswith("  1_optim.lr=10000.0: diverged: the training loss stopped being a number"), err[-1]
 
 
-def test_a_sweep_whose_values_hold_a_slash_finds_its_nested_jobs(tmp_path, monkeypatch, capsys):
-    """A value with a '/' nests the job's folder (0_data.corpus=no/a.txt is no/ inside 0_data.corpus=):
-    the sweep still finds every job, and one where every job failed does not exit 0."""
+def test_a_sweep_whose_values_hold_a_slash_keeps_every_job_inside_it(tmp_path, monkeypatch, capsys):
+    """A value with a '/' is written %2F in the job's folder name (0_data.corpus=no%2Fa.txt): every job
+    stays one folder inside the sweep, and one where every job failed does not exit 0. Before, a '/'
+    nested the folder and `a/../../../../escaped_dir/x.txt` put that job's folder outside the sweep,
+    where results.md and the failure list left it out."""
     monkeypatch.chdir(tmp_path)
-    assert main(["train", "-m", "data.corpus=no/a.txt,no/b.txt", *TINY]) == 1
+    escaping = "a/../../../../escaped_dir/x.txt"
+    assert main(["train", "-m", f"data.corpus={escaping},no/b.txt", *TINY]) == 1
     err = capsys.readouterr().err
-    assert "2 run(s) of the sweep failed" in err and "config_error: data.corpus='no/a.txt': no such file" in err, err
+    assert "2 run(s) of the sweep failed" in err and f"config_error: data.corpus='{escaping}': no such file" in err, err
+    sweep = next((tmp_path / "multirun").glob("*/*/"))
+    assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == [
+        "0_data.corpus=a%2F..%2F..%2F..%2F..%2Fescaped_dir%2Fx.txt", "1_data.corpus=no%2Fb.txt"]
+    assert not list(tmp_path.rglob("escaped_dir")) and "escaped_dir" in (sweep / "results.md").read_text()
 
 
 @pytest.mark.slow
