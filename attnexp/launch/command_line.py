@@ -22,9 +22,10 @@ def explain(e: Exception, overrides: list[str]) -> str:
     text = str(e)
     if isinstance(e, OverrideParseException):
         bad = re.search(r"Error parsing override '(.*?)'", text)
-        what = (text.splitlines()[1:2] or [""])[0]
-        return (f"cannot read the override {bad.group(1) if bad else ''!r} ({what}); write key=value, "
-                f"e.g. model.n_layers=4 (python -m attnexp train --help lists them)")
+        name = bad.group(1) if bad else unparsable(overrides)
+        what = (text.splitlines()[1:2] or [""])[0] if bad else text.splitlines()[0].split(":", 1)[0]
+        return (f"cannot read the override {name!r} ({what}); write key=value, e.g. model.n_layers=4, and quote a "
+                f"value holding spaces or any of ?#=(),[]{{}}: key='a value' (python -m attnexp train --help lists keys)")
     if isinstance(e, MissingConfigException) and e.missing_cfg_file and "/" in e.missing_cfg_file:
         group, name = e.missing_cfg_file.rsplit("/", 1)
         near = difflib.get_close_matches(name, e.options or [], n=1, cutoff=0.6)
@@ -40,6 +41,19 @@ def explain(e: Exception, overrides: list[str]) -> str:
         want = _TYPES.get(next((g for g in kind.groups() if g), ""), None) if kind else None
         return f"{m.group(1)}: must be {want}" if want else f"{m.group(1)}: {cause}"
     return " ".join(text.split("\n\n")[0].split())
+
+
+def unparsable(overrides: list[str]) -> str:
+    """The first override Hydra's grammar cannot read (its lexer's errors do not name it)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    for o in overrides:
+        try:
+            parser.parse_override(o)
+        except Exception:  # noqa: BLE001 - the grammar's own exceptions
+            return o
+    return " ".join(overrides)
 
 
 def _keys(node, prefix: str = "") -> list[str]:

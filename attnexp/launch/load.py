@@ -4,6 +4,7 @@ in an override is reported in about a second), and the job's context read from H
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -139,6 +140,8 @@ def installed_loggers(specs: dict, choice: str | None) -> dict:
         cls = str(spec.get("_target_", "") if isinstance(spec, dict) else "").rsplit(".", 1)[-1]
         module, extra = OPTIONAL_LOGGERS.get(cls, (None, None))
         if module is None or importlib.util.find_spec(module) is not None:
+            if cls == "MLFlowLogger":
+                check_mlflow_store(str(spec.get("tracking_uri") or ""))
             out[name] = spec
         elif choice == "many":
             log.info("logger=many: %s left out (not installed: pip install 'attnexp[%s]')", name, extra)
@@ -146,6 +149,34 @@ def installed_loggers(specs: dict, choice: str | None) -> dict:
             raise ConfigError(f"logger={name} needs {module}, which is not installed: pip install 'attnexp[{extra}]' "
                               f"(or choose another logger)")
     return out
+
+
+def check_mlflow_store(uri: str) -> None:
+    """MLflow's local SQLite store, checked before the run as a stranger's file: its path must stay a
+    path inside a URL (MLflow parses it as one: a '?' or '#' in paths.log_dir cut it and wrote the
+    store elsewhere), its folder writable, and the file, when it exists, a whole SQLite database."""
+    if not uri.startswith("sqlite:///"):
+        return  # a tracking server, or another store MLflow checks itself
+    from attnexp.results.folder import unwritable
+
+    path = Path(uri[len("sqlite:///"):])
+    bad = sorted({c for c in "?#" if c in str(path)})
+    check(not bad, f"paths.log_dir holds {' and '.join(repr(c) for c in bad)}, which MLflow's SQLite store URI "
+                   f"({uri}) cannot carry; choose a folder name without them, or set logger.mlflow.tracking_uri=URI")
+    problem = unwritable(path.parent, "paths.log_dir", "MLflow's store in")
+    check(problem is None, problem or "")
+    if path.is_file():
+        import sqlite3
+
+        try:
+            with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+                ok = db.execute("PRAGMA quick_check").fetchone()[0]
+        except sqlite3.DatabaseError as e:
+            ok = str(e)
+        check(ok == "ok", f"MLflow's store {path} is not a whole SQLite database ({str(ok)[:60]}); move it away (a new "
+                          f"one is made) or set logger.mlflow.tracking_uri=URI")
+        check(os.access(path, os.W_OK), f"MLflow's store {path} is read-only; make it writable, or set "
+                                        f"logger.mlflow.tracking_uri=URI")
 
 
 def load_run(cfg: DictConfig, started: float | None = None) -> Run:

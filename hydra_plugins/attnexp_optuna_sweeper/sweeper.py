@@ -242,8 +242,19 @@ def require_optuna():
     return optuna
 
 
+# Every table Optuna's RDB storage makes (optuna/storages/_rdb/models.py) and alembic's own: a study
+# file holding any other table is another tool's database, and Optuna would add its tables to it.
+OPTUNA_TABLES = {"studies", "study_directions", "study_user_attributes", "study_system_attributes", "trials",
+                 "trial_user_attributes", "trial_system_attributes", "trial_params", "trial_values",
+                 "trial_intermediate_values", "trial_heartbeats", "version_info", "alembic_version"}
+
+
 def check_sqlite(path: Path) -> None:
-    """A study file that exists is a whole SQLite database, or one line saying what it is."""
+    """A study file that exists is a whole SQLite database holding only an Optuna study's tables,
+    or one line saying what it is; it is opened read-only, so a refused file stays byte-identical."""
+    if path.is_dir():
+        raise SweepError(f"hydra.sweeper.storage: {path} is a folder; give a file for the study, e.g. "
+                         f"hydra.sweeper.storage=sqlite:///{path}/study.db")
     if not path.exists():
         return
     with open(path, "rb") as f:
@@ -255,7 +266,12 @@ def check_sqlite(path: Path) -> None:
         try:
             with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
                 ok = db.execute("PRAGMA quick_check").fetchone()[0]
+                tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             problem = None if ok == "ok" else f"a damaged SQLite database ({ok[:60]})"
+            foreign = sorted(t for t in tables - OPTUNA_TABLES if not t.startswith("sqlite_"))
+            if problem is None and foreign:
+                problem = (f"another tool's database (it holds tables {', '.join(foreign[:4])}"
+                           f"{' ...' if len(foreign) > 4 else ''}, which no Optuna study has)")
         except sqlite3.DatabaseError as e:
             problem = f"a damaged SQLite database ({e})"
     if problem:

@@ -450,3 +450,30 @@ def test_eval_stopped_by_a_signal_says_so_and_leaves_no_half_folder(sig, code, t
     err = capsys.readouterr().err.strip()
     assert err == f"attnexp eval: stopped by {sig}; nothing was written (run the same command again)", err
     assert not out.exists()
+
+
+def test_mlflows_local_store_is_checked_before_the_run(tmp_path):
+    """Before: paths.log_dir with a '?' wrote MLflow's store to a file named after the part before it
+    (the URI is parsed as a URL); a corrupt mlflow.db gave Hydra's 4-line error without its name."""
+    pytest.importorskip("mlflow", reason="needs MLflow (pip install -e '.[mlflow]')")
+    from attnexp.config import ConfigError
+
+    odd = tmp_path / "runs?x#y"
+    with pytest.raises(ConfigError, match=r"paths.log_dir holds '#' and '\?', which MLflow's SQLite store URI"):
+        run_of(["logger=mlflow", f"paths.log_dir='{odd}'"], tmp_path / "run")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "mlflow.db").write_bytes(b"SQLite format 3\x00" + b"\x00" * 200)
+    with pytest.raises(ConfigError, match=r"MLflow's store .*mlflow.db is not a whole SQLite database"):
+        run_of(["logger=mlflow", f"paths.log_dir={logs}"], tmp_path / "run")
+
+
+def test_an_override_the_grammar_cannot_read_is_named(capsys):
+    """Before: a value holding '?' unquoted was refused as "cannot read the override ''" (Hydra's lexer
+    error names no override)."""
+    from attnexp.cli import main
+
+    assert main(["train", "trainer.max_epochs=2", "paths.log_dir=/tmp/runs#x", "--cfg", "job"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("attnexp: config error: cannot read the override 'paths.log_dir=/tmp/runs#x' (") and \
+        "key='a value'" in err and "\n" not in err, err

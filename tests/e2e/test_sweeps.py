@@ -329,6 +329,24 @@ def test_an_optuna_sweep_that_cannot_start_is_one_line(tmp_path, monkeypatch):
     problem = precheck(["hparams_search=optuna", f"hydra.sweeper.storage=sqlite:///{cut}"], multirun=True)
     assert problem and f"{cut} is a damaged SQLite database" in problem and "\n" not in problem, problem
     assert precheck(["hparams_search=optuna", f"hydra.sweeper.storage=sqlite:///{good}"], multirun=True) is None
+
+    # Before: another tool's SQLite database (here MLflow's tables) got Optuna's tables added, then a
+    # traceback; a folder given as the study file, an IsADirectoryError traceback.
+    import sqlite3
+
+    foreign = tmp_path / "mlflow.db"
+    with sqlite3.connect(foreign) as db:
+        db.execute("CREATE TABLE experiments (experiment_id INTEGER PRIMARY KEY, name TEXT)")
+        db.execute("CREATE TABLE runs (run_uuid TEXT PRIMARY KEY)")
+    before = foreign.read_bytes()
+    assert precheck(["hparams_search=optuna", f"hydra.sweeper.storage=sqlite:///{foreign}"], multirun=True) == (
+        f"hydra.sweeper.storage: {foreign} is another tool's database (it holds tables experiments, runs, which no "
+        f"Optuna study has); give a new file name, or move it away to start the study afresh")
+    assert foreign.read_bytes() == before
+    (tmp_path / "adir").mkdir()
+    assert precheck(["hparams_search=optuna", f"hydra.sweeper.storage=sqlite:///{tmp_path / 'adir'}"], multirun=True) == (
+        f"hydra.sweeper.storage: {tmp_path / 'adir'} is a folder; give a file for the study, e.g. "
+        f"hydra.sweeper.storage=sqlite:///{tmp_path / 'adir'}/study.db")
     monkeypatch.setitem(sys.modules, "optuna", None)  # as if it were not installed
     assert precheck(["hparams_search=optuna"], multirun=True) == ("hparams_search=optuna needs Optuna: pip install -e "
                                                                   "'.[sweep]'")
