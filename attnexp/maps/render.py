@@ -9,7 +9,9 @@ to write and doubles as the GIF frames."""
 from __future__ import annotations
 
 import io
+import os
 from functools import cache, lru_cache
+from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
@@ -142,7 +144,13 @@ def gif(frames: list[Image.Image], path, ms_per_frame: int = 700) -> None:
     """An animation of the maps' evolution: one quantized grid per epoch, as a looping GIF."""
     size = frames[0].size
     frames = [f if f.size == size else f.resize(size) for f in frames]
-    frames[0].save(path, save_all=True, append_images=frames[1:], duration=ms_per_frame, loop=0)
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:  # whole or not at all: a full disk left a 0-byte GIF behind
+        frames[0].save(tmp, format="GIF", save_all=True, append_images=frames[1:], duration=ms_per_frame, loop=0)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def importance(imp_LH: np.ndarray, layer_L: np.ndarray | None, title: str) -> Image.Image:

@@ -58,8 +58,8 @@ def end_of_run(s: dict) -> str:
         lines.append(f"  test     not run: {s['test_skipped']}")
     if s.get("train_time_s") is not None:
         tps = f" · {s['tokens_per_s']:,.0f} tokens/s" if s.get("tokens_per_s") else ""
-        lines.append(f"  time     {s['train_time_s']:.1f} s training ({s.get('wall_time_s', 0):.1f} s in all) · "
-                     f"{s.get('steps', 0)} steps · {s.get('epochs', 0)} epochs{tps} · {s.get('device', '')}")
+        lines.append(f"  time     {time_said(s)} · {s.get('steps', 0)} steps · {s.get('epochs', 0)} epochs{tps} · "
+                     f"{s.get('device', '')}")
     maps = (s.get("attention_maps") or {}).get("dir")
     if maps and (Path(maps) / "viewer.html").exists():
         al = (s.get("attention_maps") or {}).get("alignment")
@@ -67,3 +67,14 @@ def end_of_run(s: dict) -> str:
         viewer = _rel(str(Path(maps) / "viewer.html"), root)
         lines.append(f"  maps     {viewer} · {_rel(maps, root)}/evolution_ex*.gif{best_head}")
     return "\n".join(lines)
+
+
+def time_said(s: dict) -> str:
+    """The run's times, said so that neither reads as part of the other: a resumed run's training
+    time counts every session, its wall time only this command's (before: '100.4 s training (41.9 s
+    in all)')."""
+    train, wall = s["train_time_s"], s.get("wall_time_s", 0)
+    if s.get("resumed_from"):
+        n = len(s["resumed_from"]) + 1
+        return f"{train:.1f} s training over {n} sessions · this session {wall:.1f} s in all (since the resume)"
+    return f"{train:.1f} s training ({wall:.1f} s in all)"

@@ -11,6 +11,7 @@ No torch or Lightning import here: the CLI writes config-error records before ei
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -61,15 +62,46 @@ def dumps(data: Any, **kw) -> str:
     return json.dumps(strict(data), allow_nan=False, default=str, **kw)
 
 
-def write(path: Path | str, data: Any) -> None:
-    """Strict JSON to a temporary file, then a rename: a reader (or a kill) never sees half a file."""
+RESERVE = 64 << 10  # bytes a run's record keeps for itself: its final status still fits on a full disk
+
+
+def write(path: Path | str, data: Any, reserve: int = 0) -> None:
+    """Strict JSON to a temporary file, then a rename: a reader (or a kill) never sees half a file.
+    `reserve`: pad the file with whitespace to that many bytes, so that when the disk fills up later
+    the final record (or, if it is longer, its status and error alone) can overwrite those bytes in
+    place: a full disk once left a run's record saying `running` for good."""
     path = Path(path)
+    text = dumps(data, indent=2) + "\n"
+    text += " " * max(0, reserve - len(text.encode()))
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(dumps(data, indent=2) + "\n")
+        tmp.write_text(text)
         os.replace(tmp, path)
+    except OSError as e:
+        short = {k: data.get(k) for k in ("schema", "status", "error", "run_dir")} if isinstance(data, dict) else {}
+        short["note"] = "the whole record did not fit: the disk was full"
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT) or not overwrite(path, [text.rstrip() + "\n", dumps(short) + "\n"]):
+            raise
     finally:  # a full disk: no half-written temporary file left beside the record
         tmp.unlink(missing_ok=True)
+
+
+def overwrite(path: Path, texts: list[str]) -> bool:
+    """The first of `texts` that fits in `path`'s bytes, written over them in place (padded with
+    spaces; no new disk block needed); False when none fits or there is no such file."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return False
+    for text in texts:
+        raw = text.encode()
+        if len(raw) <= size:
+            with open(path, "r+b") as f:
+                f.write(raw + b" " * (size - len(raw)))
+                f.flush()
+                os.fsync(f.fileno())
+            return True
+    return False
 
 
 def _version(pkg: str) -> str | None:

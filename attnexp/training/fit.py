@@ -28,7 +28,7 @@ from attnexp.training import build
 from attnexp.training.loggers import finish, log_final_hparams
 from attnexp.training.module import AttnexpModule
 from attnexp.training.recorder import RunRecorder
-from attnexp.training.stops import Interrupted, StopSignals, lightning_refused, status_for
+from attnexp.training.stops import Interrupted, QuietDiskFullThreads, StopSignals, lightning_refused, status_for
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def train(run: Run, callbacks: Sequence[L.Callback] = ()) -> dict | None:
     run.out_dir.mkdir(parents=True, exist_ok=True)
     build.remove_orphans(run.out_dir)
     threads_before = torch.get_num_threads()  # `threads=` is this run's: the next job of a sweep starts from the default
-    with StopSignals() as stops:
+    with StopSignals() as stops, QuietDiskFullThreads():
         try:
             result = _train(run, stops, callbacks)
             if result and result["status"] == Status.INTERRUPTED:

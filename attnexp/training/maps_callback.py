@@ -175,7 +175,9 @@ class AttentionMaps(L.Callback):
         try:
             self.finish(trainer)
         except OSError as e:  # e.g. the disk that just filled up: the run's own exception is the one to report
-            log.warning("maps: the viewer and GIFs could not be written (%s)", e)
+            from attnexp.training.stops import disk_full
+
+            (log.debug if disk_full(e) else log.warning)("maps: the viewer and GIFs could not be written (%s)", e)
 
     @rank_zero_only
     def finish(self, trainer):

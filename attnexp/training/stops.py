@@ -70,6 +70,25 @@ def disk_full_message(folder: Path | str, n_params: int | None) -> str:
             f"(hydra.run.dir=DIR, hydra.sweep.dir=DIR)")
 
 
+class QuietDiskFullThreads:
+    """While a run lives, a helper thread (TensorBoard's event writer) that dies of a full disk prints
+    nothing: the run's own handling says it in one line (before: a 17-line traceback came first)."""
+
+    def __enter__(self):
+        self._previous = threading.excepthook
+
+        def hook(args):
+            if not disk_full(args.exc_value):
+                self._previous(args)
+
+        threading.excepthook = hook
+        return self
+
+    def __exit__(self, *exc):
+        threading.excepthook = self._previous
+        return False
+
+
 def lightning_refused(exc: BaseException) -> str | None:
     """Lightning's refusal of a setting it cannot run (a limit below one batch a rank) as a config
     error's one line, or None. Said the same wherever it is caught: the recorder's on_exception and

@@ -137,21 +137,25 @@ def unmount(path):
 
 @pytest.mark.slow
 def test_a_full_disk_is_one_line_a_record_and_no_temporary_file(tmp_path):
-    """Before: a 53-frame chained traceback, summary.json left `running`, an orphan .summary.json.<pid>.tmp."""
-    disk = mounted(tmp_path / "disk", "size=600k")
-    try:
-        r = attnexp("train", *QUICK, "trainer.max_epochs=1", "maps.enabled=true", f"hydra.run.dir={disk / 'run'}",
-                    cwd=tmp_path)
-        assert r.returncode == 1, r.stderr[-2000:]
-        assert "Traceback" not in r.stderr, r.stderr[-3000:]
-        lines = [x for x in r.stderr.splitlines() if x.startswith("attnexp:")]
-        assert len(lines) == 1 and lines[0].startswith(f"attnexp: disk full: {disk / 'run'} has "), r.stderr[-2000:]
-        assert "each checkpoint of this model takes about" in lines[0]
-        s = json.loads((disk / "run" / "summary.json").read_text())
-        assert s["status"] == "failed" and s["error"].startswith("disk full")
-        assert not [p for p in disk.rglob("*") if p.name.endswith(".tmp")]
-    finally:
-        unmount(disk)
+    """Before: a 53-frame chained traceback, summary.json left `running`, an orphan .summary.json.<pid>.tmp;
+    then, with TensorBoard (the default logger), its writer thread's 17-line traceback came first,
+    summary.json stayed `running` (it could not be rewritten) and a 0-byte GIF was left."""
+    for logger in ("none", "tensorboard"):
+        disk = mounted(tmp_path / f"disk-{logger}", "size=600k")
+        try:
+            r = attnexp("train", *QUICK, "trainer.max_epochs=1", "maps.enabled=true", f"logger={logger}",
+                        f"hydra.run.dir={disk / 'run'}", cwd=tmp_path)
+            assert r.returncode == 1, r.stderr[-2000:]
+            assert "Traceback" not in r.stderr and "Exception in thread" not in r.stderr, r.stderr[-3000:]
+            lines = [x for x in r.stderr.splitlines() if x.startswith("attnexp:")]
+            assert len(lines) == 1 and lines[0].startswith(f"attnexp: disk full: {disk / 'run'} has "), r.stderr[-2000:]
+            assert "each checkpoint of this model takes about" in lines[0]
+            s = json.loads((disk / "run" / "summary.json").read_text())
+            assert s["status"] == "failed" and s["error"].startswith("disk full"), (logger, s["status"])
+            assert not [p for p in disk.rglob("*") if p.name.endswith(".tmp")]
+            assert not [p for p in disk.rglob("*") if p.is_file() and p.stat().st_size == 0], logger
+        finally:
+            unmount(disk)
 
 
 @pytest.mark.slow

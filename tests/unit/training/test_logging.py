@@ -129,3 +129,14 @@ def test_extras_print_the_config_and_keep_lightnings_warnings_when_asked(tmp_pat
             warnings.resetwarnings()
             quiet_lightning(ignore)
             assert bool(warnings.filters) == ignore  # each filter an "ignore" of one of Lightning's messages
+
+
+def test_a_resumed_runs_end_block_says_which_time_is_which():
+    """Before: a resumed run said '100.4 s training (41.9 s in all)': training counts every session,
+    'in all' only the command that resumed it."""
+    from attnexp.results.ending import end_of_run
+
+    s = {"status": "completed", "run_dir": "/r", "metrics": {"best": None, "history": [], "test": {}},
+         "train_time_s": 100.4, "wall_time_s": 41.9, "steps": 30, "epochs": 3, "device": "cpu",
+         "resumed_from": ["/r/checkpoints/interrupted.ckpt"]}
+    assert "100.4 s training over 2 sessions · this session 41.9 s in all (since the resume)" in end_of_run(s)
