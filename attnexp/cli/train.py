@@ -12,9 +12,9 @@ from datetime import datetime
 from pathlib import Path
 
 from attnexp.cli.exits import EXIT, SWEEP_FAILED, exit_code
+from attnexp.config.checks import unwritable
 from attnexp.launch.compose import register_resolvers
 from attnexp.results import summary
-from attnexp.results.folder import unwritable
 from attnexp.results.summary import FAILURES, Status
 
 log = logging.getLogger("attnexp")

@@ -4,7 +4,9 @@ dict into one of our dataclasses."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 
@@ -53,3 +55,21 @@ def from_dict(cls, raw: Any, where: str):
     values = {k: _check_type(names[k].type if isinstance(names[k].type, str) else names[k].type.__name__, v,
                              f"{where}.{k}" if where else k) for k, v in raw.items()}
     return cls(**values)
+
+
+def unwritable(folder: Path, key: str, what: str = "the run folder") -> str | None:
+    """One line when `folder` cannot be made or written (a file in its way, a read-only disk, no
+    permission), said before any work and before a mkdir fails with a traceback; else None."""
+    existing = Path(folder).absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"cannot write {what} {folder}: {existing} is a file, not a folder; give a folder with {key}=DIR"
+    if os.access(existing, os.W_OK | os.X_OK):
+        return None
+    try:
+        read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    why = "is on a read-only file system" if read_only else "is not writable by this user"
+    return f"cannot write {what} {folder}: {existing} {why}; give a writable folder with {key}=DIR"

@@ -157,7 +157,7 @@ def check_mlflow_store(uri: str) -> None:
     store elsewhere), its folder writable, and the file, when it exists, a whole SQLite database."""
     if not uri.startswith("sqlite:///"):
         return  # a tracking server, or another store MLflow checks itself
-    from attnexp.results.folder import unwritable
+    from attnexp.config.checks import unwritable
 
     path = Path(uri[len("sqlite:///"):])
     bad = sorted({c for c in "?#" if c in str(path)})

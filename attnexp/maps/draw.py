@@ -36,7 +36,7 @@ def free_folder(base: Path) -> Path:
 
 def out_folder(out: str | None, default: Path) -> Path:
     """`out` (which must be new or empty), or `default` made free (`free_folder`)."""
-    from attnexp.results.folder import unwritable
+    from attnexp.config.checks import unwritable
 
     problem = unwritable(Path(out) if out else default, "out", "the maps' folder")
     if problem:

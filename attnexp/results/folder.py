@@ -18,24 +18,6 @@ from attnexp.config import ConfigError
 LOCK = ".attnexp.lock"
 
 
-def unwritable(folder: Path, key: str, what: str = "the run folder") -> str | None:
-    """One line when `folder` cannot be made or written (a file in its way, a read-only disk, no
-    permission), said before any work and before a mkdir fails with a traceback; else None."""
-    existing = Path(folder).absolute()
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        return f"cannot write {what} {folder}: {existing} is a file, not a folder; give a folder with {key}=DIR"
-    if os.access(existing, os.W_OK | os.X_OK):
-        return None
-    try:
-        read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
-    except OSError:
-        read_only = False
-    why = "is on a read-only file system" if read_only else "is not writable by this user"
-    return f"cannot write {what} {folder}: {existing} {why}; give a writable folder with {key}=DIR"
-
-
 class FolderTaken(ConfigError):
     """The run folder belongs to another run: nothing of this one is written there."""
 

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 from attnexp.config import ConfigError, MapsConfig, TaskConfig, check, from_dict, split_override
+from attnexp.config.checks import unwritable
 from attnexp.model import checkpoints
 from attnexp.results import summary
-from attnexp.results.folder import unwritable
 from attnexp.results.summary import Status
 
 SPLITS = ("test", "val", "train")
