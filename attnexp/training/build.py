@@ -229,15 +229,14 @@ def resume_path(run: Run) -> Path | None:
     return Path(run.resume) if run.resume else None
 
 
-def our_callbacks(run: Run, recorder, stops, on_cpu: bool) -> tuple[list, ModelCheckpoint, AttentionMaps | None]:
+def our_callbacks(run: Run, recorder, stops) -> tuple[list, ModelCheckpoint, AttentionMaps | None]:
     """The checkpoints (best by checkpoint.monitor, last, every N steps), the recorder, the stop
     and divergence guard, early stopping, the epoch lines (where no bar is drawn), Optuna's pruning
     and the attention maps: (callbacks, the best-checkpoint callback, the maps callback)."""
     ckpt_dir = run.out_dir / "checkpoints"
     best = BestAndLast(dirpath=ckpt_dir, filename="best-epoch{epoch:02d}", monitor=run.checkpoint.monitor,
                        mode=run.checkpoint.mode, save_top_k=1, auto_insert_metric_name=False)
-    guard = StopGuard(stops, ckpt_dir if run.optim.nonfinite == "stop" else None,
-                      every=1 if on_cpu else (run.trainer.log_every_n_steps or 50))
+    guard = StopGuard(stops, ckpt_dir if run.optim.nonfinite == "stop" else None, every=run.trainer.log_every_n_steps or 50)
     out = [best, recorder, guard]
     if run.checkpoint.every_n_steps:  # the latest only
         out.append(StepCheckpoint(dirpath=ckpt_dir, filename="step-{step:07d}", every_n_train_steps=run.checkpoint.every_n_steps,

@@ -128,7 +128,7 @@ def _train(run: Run, stops: StopSignals, extra_callbacks: Sequence[L.Callback]) 
             **{f"n_{k}": len(v) for k, v in dm.splits.items()}, "identity": module.data_identity}
     recorder = RunRecorder(run.out_dir, summary.static_record(run, module.model.num_params(), data), stops,
                            resumed_from=str(resume) if resume else None, started=run.job.started)
-    ours, best, maps = build.our_callbacks(run, recorder, stops, build.on_cpu(run))
+    ours, best, maps = build.our_callbacks(run, recorder, stops)
     callbacks = [*ours, *extra_callbacks, *(instantiate(c) for c in run.callbacks.values())]
     loggers = build.loggers(run)
     trainer = build.trainer(run, callbacks, loggers)

@@ -23,9 +23,13 @@ class StopGuard(L.Callback):
     stop request once the pass is over; see StopSignals.
 
     With `ckpt_dir` (optim.nonfinite=stop), a training loss that is not finite stops the run (status
-    diverged). On the CPU each step's loss is read at once (free); on a GPU the check accumulates on
-    the device and is read every `every` steps (the logging interval), before every validation and
-    before every checkpoint is written, so no checkpoint holds weights trained through a NaN."""
+    diverged). The check stays on the device, the same on every device: the step of the first bad
+    loss is kept in a device tensor (a few tiny ops a step, no read), and the module's logged
+    `train/loss` is NaN from that step on. Where the loss is logged, Lightning's own conversion of it
+    is the one read: the guard looks at the logged number on the next step. Where nothing shows the
+    loss (no logger, no progress bar), the guard reads the flag itself every `every` steps (the
+    logging interval). Before every validation, every checkpoint and the end of training it reads
+    the flag, so no checkpoint holds weights trained through a NaN, and the step it names is exact."""
 
     def __init__(self, stops: StopSignals, ckpt_dir: Path | None = None, every: int = 1):
         self.stops, self.every = stops, max(1, every)
@@ -56,17 +60,19 @@ class StopGuard(L.Callback):
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
         if loss is None:  # a batch skipped by optim.nonfinite=skip
             return
-        if loss.device.type == "cpu":  # reading a CPU tensor is free: check at once, no tensor ops
-            if self.first_bad is None and not math.isfinite(float(loss)):
-                self.first_bad = trainer.global_step
-                self.check()
-            return
         if self.first_bad is None:
             self.first_bad = torch.full((), -1, dtype=torch.long, device=loss.device)
+            trainer.lightning_module.diverged_at = self.first_bad
         bad = ~torch.isfinite(loss.detach())
-        self.first_bad = torch.where(bad & (self.first_bad < 0), torch.full_like(self.first_bad, trainer.global_step),
-                                     self.first_bad)
-        if trainer.global_step % self.every == 0:
+        self.first_bad.copy_(torch.where(bad & (self.first_bad < 0), trainer.global_step, self.first_bad))
+        if trainer.global_step % self.every == 0 and not trainer.lightning_module.step_loss_shown:
+            self.check()  # nothing reads the logged loss: this is the interval's one read
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        """The loss the module logged at the last logging step, already on the host: NaN once any loss
+        was not finite (the module's logged_loss), and then the exact step is read."""
+        logged, pl_module.host_step_loss = pl_module.host_step_loss, None
+        if self.ckpt_dir is not None and logged is not None and not math.isfinite(float(logged)):
             self.check()
 
     def on_validation_start(self, trainer, pl_module):

@@ -8,9 +8,6 @@ from dataclasses import asdict
 import lightning as L
 import torch
 import torch.nn.functional as F
-from torch import nn
-from torchmetrics import MetricCollection
-from torchmetrics.classification import MulticlassF1Score
 
 from attnexp.compat.lightning import clip_unscaled_fused, scales_gradients
 from attnexp.config import AttentionConfig, ModelConfig, OptimConfig, TaskConfig, stage_metrics
@@ -19,10 +16,6 @@ from attnexp.model import Transformer, lm_loss
 from attnexp.training.stops import Diverged
 
 STAGES = ("train", "val", "test")
-SUMS = ("loss", "acc", "ppl")  # kept as running sums on the device (below); the rest are torchmetrics objects
-TORCHMETRICS = {  # validate_args=False: the checks look at label values (torch.unique), a device sync every step
-    "f1_macro": lambda num_classes: MulticlassF1Score(num_classes, average="macro", validate_args=False),
-}
 MAX_SKIPS_IN_A_ROW = 10  # optim.nonfinite=skip gives up (status diverged) after this many bad batches in a row
 
 
@@ -42,20 +35,27 @@ class AttnexpModule(L.LightningModule):
         # model.compile: a compiled view of the same modules for the training and evaluation steps; the
         # map probe (need_weights) and checkpoints use self.model itself (no `_orig_mod.` in state_dict).
         object.__setattr__(self, "forward_fn", torch.compile(self.model) if self.mcfg.compile else self.model)
-        # Loss and accuracy are three running sums per stage on the device (loss x targets, targets,
-        # correct): a few tiny ops a step, no host sync, exact over any batching (a DDP rank's shard, a
-        # resumed epoch). torchmetrics keeps what sums cannot give (classification's macro-F1).
+        # Every metric is a running sum per stage on the device: loss x targets, targets, correct, and for a
+        # classifier its confusion matrix (macro-F1 at the epoch's end). A few tiny ops a step and no host
+        # read: torchmetrics' MulticlassF1Score.update sized its bincount from the labels, a read every
+        # step on a GPU. Exact over any batching (a DDP rank's shard, a resumed epoch: the training
+        # epoch's sums travel in checkpoints).
         self._sums: dict[str, torch.Tensor] = {}
-        self.metrics = nn.ModuleDict({f"{s}_": self._metrics(num_classes) for s in STAGES})  # "train" is a Module method
-        # The training epoch's running metrics travel in checkpoints, so an epoch resumed halfway
-        # reports what the uninterrupted epoch would have (validation and test finish within a pass).
-        self.metrics["train_"].persistent(True)
+        self._confusion: dict[str, torch.Tensor] = {}
+        self.num_classes = num_classes
+        unknown = [m for m in stage_metrics(self.tcfg.name) if m not in ("loss", "acc", "ppl", "f1_macro")]
+        if unknown:
+            raise ValueError(f"no metric is defined for {unknown} (attnexp.config.metrics lists them; "
+                             f"attnexp.training.module computes them)")
         # What each stage's metrics are called. The test stage evaluates the best checkpoint on the test
         # split, or on the validation split when the data has none: then they are best_val/*, not test/*.
         self.stage_prefix = {"train": "train", "val": "val", "test": "test"}
         self.schedule_steps: int | None = None  # the schedule's length, kept when a run resumes
         self.skipped = self._skips_in_a_row = 0  # optim.nonfinite=skip
         self.data_identity: dict | None = None  # the DataModule's identity(): saved in every checkpoint
+        self.diverged_at: torch.Tensor | None = None  # the StopGuard's device-side step of the first bad loss
+        self._step_loss: torch.Tensor | None = None  # this step's loss, until on_train_batch_end
+        self.host_step_loss: torch.Tensor | None = None  # the last logged step loss, on the host
 
     def train(self, mode: bool = True):
         """A frozen encoder stays in eval mode (no dropout) while its head trains."""
@@ -71,16 +71,6 @@ class AttnexpModule(L.LightningModule):
                      num_classes: int | None) -> AttnexpModule:
         return cls(asdict(m), asdict(a), asdict(t), asdict(o), vocab_size, num_classes)
 
-    def _metrics(self, num_classes: int | None) -> MetricCollection:
-        # acc and loss come from self._sums and ppl = exp(loss): torchmetrics' own accuracy update costs
-        # ~0.2 ms of host time a step and Perplexity a second log_softmax over (B, T, V).
-        names = [m for m in stage_metrics(self.tcfg.name) if m not in SUMS]
-        unknown = [m for m in names if m not in TORCHMETRICS]
-        if unknown:
-            raise ValueError(f"no metric is defined for {unknown} (attnexp.config.metrics lists them; "
-                             f"attnexp.training.module.TORCHMETRICS builds them)")
-        return MetricCollection({m: TORCHMETRICS[m](num_classes) for m in names})
-
     def forward(self, input_ids, pad_mask=None, need_weights=False):
         return self.model(input_ids, pad_mask, need_weights=need_weights)
 
@@ -90,10 +80,18 @@ class AttnexpModule(L.LightningModule):
         labels = batch["labels"]
         loss, count, correct = self.loss_and_counts(logits, labels)
         if self.classify:
-            self.metrics[f"{stage}_"].update(logits.detach(), labels)
+            self._count_confusion(stage, logits.detach().argmax(-1), labels)
         sums = torch.stack([loss.detach().float() * count, count.float(), correct.float()])
         self._sums[stage] = sums if stage not in self._sums else self._sums[stage] + sums
         return loss
+
+    def _count_confusion(self, stage: str, pred: torch.Tensor, labels: torch.Tensor) -> None:
+        """(true, predicted) counts on the device; an ignored label goes to a last bin that is dropped."""
+        C = self.num_classes
+        if stage not in self._confusion:
+            self._confusion[stage] = torch.zeros(C * C + 1, device=pred.device)
+        cell = torch.where((labels >= 0) & (labels < C), labels * C + pred, C * C)
+        self._confusion[stage].index_add_(0, cell.flatten(), torch.ones(cell.numel(), device=pred.device))
 
     def loss_and_counts(self, logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The loss, the targets (tokens with a label, or sequences) and how many of them the argmax
@@ -118,23 +116,25 @@ class AttnexpModule(L.LightningModule):
         return float(loss), float(correct / count.clamp_min(1))
 
     def log_epoch_metrics(self, stage: str) -> None:
-        # Logged once an epoch: each self.log call costs ~1 ms of host time (Lightning deep-copies its
-        # metadata every call), 6-7% of a tiny model's step on 2 CPU cores.
-        metrics = self.metrics[f"{stage}_"]
+        """The stage's metrics from its sums, brought to the host in one read (stacked) and logged as
+        host numbers, which Lightning then converts for free (device tensors were read once each, and
+        again for the progress bar)."""
         prefix = self.stage_prefix[stage]
-        values = {f"{prefix}/{k}": v for k, v in metrics.compute().items()} if metrics else {}
-        metrics.reset()
-        sums = self._sums.pop(stage, None)
-        if sums is not None:
-            if self.trainer.world_size > 1:  # every rank saw its own shard: sum the sums, then divide
-                sums = self.trainer.strategy.reduce(sums, reduce_op="sum")
-            n = sums[1].clamp_min(1)
-            loss = sums[0] / n
-            values[f"{prefix}/loss" if stage != "train" else "train/loss_epoch"] = loss
-            values[f"{prefix}/acc"] = sums[2] / n
-            if not self.classify and stage != "train":  # train ppl = exp(train/loss_epoch)
-                values[f"{prefix}/ppl"] = loss.exp()
-        self.log_dict(values, prog_bar=stage != "train")
+        sums, conf = self._sums.pop(stage, None), self._confusion.pop(stage, None)
+        if sums is None:
+            return
+        if self.trainer.world_size > 1:  # every rank saw its own shard: sum the sums, then divide
+            sums = self.trainer.strategy.reduce(sums, reduce_op="sum")
+            conf = None if conf is None else self.trainer.strategy.reduce(conf, reduce_op="sum")
+        n = sums[1].clamp_min(1)
+        loss = sums[0] / n
+        values = {f"{prefix}/loss" if stage != "train" else "train/loss_epoch": loss, f"{prefix}/acc": sums[2] / n}
+        if not self.classify and stage != "train":  # train ppl = exp(train/loss_epoch)
+            values[f"{prefix}/ppl"] = loss.exp()
+        if self.classify:
+            values[f"{prefix}/f1_macro"] = macro_f1(conf, self.num_classes) if conf is not None else torch.zeros_like(loss)
+        host = torch.stack([v.float() for v in values.values()]).to("cpu", copy=True)  # the one read
+        self.log_dict(dict(zip(values, host.unbind())), prog_bar=stage != "train")
 
     def on_train_epoch_end(self):
         self.log_epoch_metrics("train")
@@ -155,13 +155,29 @@ class AttnexpModule(L.LightningModule):
                                f"step {self.global_step}; skipping them did not help (optim.nonfinite=skip)")
             return None  # Lightning skips backward and the optimizer step
         self._skips_in_a_row = 0
-        every = self.trainer.log_every_n_steps
-        if every and (self.global_step + 1) % every == 0 and self._step_loss_seen:  # when Lightning writes to loggers
-            self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True)
+        self._step_loss = loss
         return loss
 
+    def on_train_batch_end(self, outputs, batch, batch_idx):
+        """At a logging step, the step's loss comes to the host in one read, after the whole step is
+        queued, and is logged as a host number: Lightning's conversions of it (for the loggers and
+        the progress bar, at every step's end) then read nothing from the device."""
+        every = self.trainer.log_every_n_steps
+        loss, self._step_loss = self._step_loss, None
+        if loss is None or not every or (self.global_step % every) != 0 or not self.step_loss_shown:
+            return  # global_step has counted this step already: the same steps Lightning logs at
+        self.host_step_loss = self.logged_loss(loss).float().to("cpu", copy=True)
+        self.log("train/loss", self.host_step_loss, on_step=True, on_epoch=False, prog_bar=True)
+
+    def logged_loss(self, loss: torch.Tensor) -> torch.Tensor:
+        """The step's loss as logged: NaN from the first non-finite loss on (the StopGuard's device-side
+        flag), so the one read Lightning makes of it also tells the guard whether the run diverged."""
+        if self.diverged_at is None:
+            return loss.detach()
+        return torch.where(self.diverged_at >= 0, torch.full_like(loss, float("nan")), loss.detach())
+
     @property
-    def _step_loss_seen(self) -> bool:
+    def step_loss_shown(self) -> bool:
         """Whether anything shows the per-step loss (a logger, the progress bar)."""
         return bool(self.trainer.loggers) or self.trainer.progress_bar_callback is not None
 
@@ -175,8 +191,10 @@ class AttnexpModule(L.LightningModule):
         # optim.total_steps if set; else the length of the schedule this run started with (restored
         # by on_load_checkpoint, which runs first), so a resumed run continues the same curve.
         self.schedule_steps = self.ocfg.total_steps or self.schedule_steps or max(1, int(self.trainer.estimated_stepping_batches))
-        # fused AdamW on a GPU, except where a GradScaler would have to unscale before clipping (16-mixed)
-        fused = self.device.type == "cuda" and not (self.trainer.gradient_clip_val and scales_gradients(self.trainer))
+        # fused AdamW on every device (the CPU has one since torch 2.4: the same code path, and the for-each
+        # version reads each parameter's step count with .item()), except where a GradScaler would have to
+        # unscale before clipping (16-mixed)
+        fused = self.device.type in ("cuda", "cpu") and not (self.trainer.gradient_clip_val and scales_gradients(self.trainer))
         opt, sched = adamw_warmup_cosine(self.parameters(), self.ocfg, self.schedule_steps, fused=fused)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
@@ -185,9 +203,10 @@ class AttnexpModule(L.LightningModule):
             super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        train = self._sums.get("train")
+        train, conf = self._sums.get("train"), self._confusion.get("train")
         checkpoint["attnexp"] = {"schedule_steps": self.schedule_steps, "skipped": self.skipped,
-                                 "train_sums": train.tolist() if train is not None else None}
+                                 "train_sums": train.tolist() if train is not None else None,
+                                 "train_confusion": conf.tolist() if conf is not None else None}
         checkpoint["data_identity"] = self.data_identity  # what it was trained on: a resume onto other data is refused
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
@@ -196,11 +215,29 @@ class AttnexpModule(L.LightningModule):
         self.skipped = state.get("skipped", 0)
         if state.get("train_sums") is not None:
             self._sums["train"] = torch.tensor(state["train_sums"], device=self.device)
-        # checkpoints of attnexp before loss and accuracy became sums hold torchmetrics' accuracy and
-        # perplexity states: not needed any more, so they do not stop a resume
+        if state.get("train_confusion") is not None and self.num_classes:
+            conf = torch.tensor(state["train_confusion"], device=self.device, dtype=torch.float)
+            if conf.numel() == self.num_classes ** 2 + 1:
+                self._confusion["train"] = conf
+        # checkpoints of attnexp before every metric became a sum hold torchmetrics' accuracy, perplexity
+        # and F1 states: not needed any more, so they do not stop a resume (an epoch resumed halfway
+        # from such a checkpoint starts its F1 counts afresh)
         own = set(self.state_dict())
         for k in [k for k in checkpoint.get("state_dict", {}) if k.startswith("metrics.") and k not in own]:
             del checkpoint["state_dict"][k]
+
+
+def macro_f1(conf: torch.Tensor, C: int) -> torch.Tensor:
+    """Macro-F1 from a flattened (true, predicted) count matrix (plus its dropped last bin), as
+    torchmetrics' MulticlassF1Score(average="macro") computes it: each class's 2TP / (2TP + FP + FN),
+    averaged over the classes that occur as a label or a prediction (a test checks the two agree)."""
+    m = conf[: C * C].view(C, C)
+    tp = m.diagonal()
+    fp, fn = m.sum(0) - tp, m.sum(1) - tp
+    denom = 2 * tp + fp + fn
+    f1 = torch.where(denom > 0, 2 * tp / denom.clamp_min(1e-12), torch.zeros_like(tp))
+    present = (denom > 0).float()
+    return (f1 * present).sum() / present.sum().clamp_min(1)
 
 
 def adamw_warmup_cosine(parameters, o: OptimConfig, total_steps: int, fused: bool = False):
