@@ -77,3 +77,9 @@ def fit_position(trainer) -> tuple[int, int]:
 def wandb_started(logger) -> bool:
     """Whether a WandbLogger has started its run (reading `.experiment` would start one)."""
     return logger._experiment is not None
+
+
+def saved_at_step(callback, trainer) -> str | None:
+    """The file a ModelCheckpoint wrote at this very step (its top-k save), or None."""
+    path = callback._last_checkpoint_saved
+    return path if path and callback._last_global_step_saved == trainer.global_step else None

@@ -15,7 +15,7 @@ from hydra.utils import instantiate
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint
 
-from attnexp.compat.lightning import on_last_batch
+from attnexp.compat.lightning import on_last_batch, saved_at_step
 from attnexp.config import ConfigError, Run
 from attnexp.model import checkpoints
 from attnexp.results.compare import alive
@@ -162,6 +162,28 @@ class BestAndLast(ModelCheckpoint):
 
     def on_train_end(self, trainer, pl_module):
         self._refresh_last(trainer)  # e.g. a last epoch with no validation (check_val_every_n_epoch > 1)
+
+    def _save_last_checkpoint(self, trainer, monitor_candidates) -> None:
+        """last.ckpt as a hard link to the best checkpoint just written at this step (one write and
+        one fsync an improving epoch, not two: at GPT-2 small's size each is ~1.5 GB), else saved.
+        A later save replaces last.ckpt by rename, so the best file is never touched; a filesystem
+        without hard links gets a copy."""
+        best = saved_at_step(self, trainer)  # the same on every rank: all take the same branch
+        last = Path(self.format_checkpoint_name(monitor_candidates, self.CHECKPOINT_NAME_LAST))
+        if not best or Path(best) == last:
+            return super()._save_last_checkpoint(trainer, monitor_candidates)
+        if trainer.is_global_zero:
+            tmp = last.with_name(f".{last.name}.{os.getpid()}.tmp")
+            try:
+                try:
+                    os.link(best, tmp)
+                except OSError:  # no hard links here: a copy, still no second torch.save
+                    shutil.copyfile(best, tmp)
+                os.replace(tmp, last)
+            finally:
+                tmp.unlink(missing_ok=True)
+        self.last_model_path = str(last)
+        trainer.strategy.barrier()
 
     def _refresh_last(self, trainer) -> None:
         # skips a step already saved (by the top-k save, which writes last.ckpt too), the sanity

@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import lightning as L
 import pytest
@@ -222,3 +223,19 @@ def test_a_file_where_the_log_folder_should_be_is_one_line(tmp_path):
     assert r.returncode == 1 and r.stderr.strip() == (
         f"attnexp: cannot write the run folder {tmp_path / 'logs' / 'runs'}: {tmp_path / 'logs'} is a file, not a "
         f"folder; give a folder with paths.log_dir=DIR"), r.stderr[-2000:]
+
+
+def test_an_improving_epoch_writes_one_checkpoint_and_links_the_other(tmp_path):
+    """Before: an epoch whose monitor improved wrote and fsynced two whole checkpoints (best and
+    last: about 3 GB an epoch at GPT-2 small's size). Now last.ckpt is a hard link to the best file
+    written at that step, and a later save still replaces last.ckpt without touching the best."""
+    s = train(run_of([*QUICK[:3], "trainer.max_epochs=2", *QUICK[4:]], tmp_path))
+    ckpt = tmp_path / "checkpoints"
+    best, last = Path(s["checkpoints"]["best"]), ckpt / "last.ckpt"
+    assert s["metrics"]["best"]["checkpoint"].endswith("best-epoch01.ckpt")  # val/loss improved every epoch
+    assert os.stat(best).st_ino == os.stat(last).st_ino
+    assert step_of(last) == s["steps"] == 2 * STEPS_PER_EPOCH
+    plateau = train(run_of([*PLATEAU[:3], "trainer.max_epochs=2", *PLATEAU[4:]], tmp_path / "plateau"))
+    pbest, plast = Path(plateau["checkpoints"]["best"]), tmp_path / "plateau" / "checkpoints" / "last.ckpt"
+    assert os.stat(pbest).st_ino != os.stat(plast).st_ino
+    assert step_of(pbest) == STEPS_PER_EPOCH and step_of(plast) == 2 * STEPS_PER_EPOCH

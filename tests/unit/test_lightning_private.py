@@ -36,3 +36,9 @@ def test_the_loop_and_logger_parts_the_adapter_reads_are_there(tmp_path):
     lp.request_stop(t, False)
     assert t._signal_connector.received_sigterm is False
     assert lp.wandb_started(WandbLogger(offline=True, save_dir=str(tmp_path))) is False
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    cb = ModelCheckpoint(dirpath=tmp_path)
+    assert lp.saved_at_step(cb, t) is None
+    cb._last_checkpoint_saved, cb._last_global_step_saved = str(tmp_path / "best.ckpt"), t.global_step
+    assert lp.saved_at_step(cb, t) == str(tmp_path / "best.ckpt")
