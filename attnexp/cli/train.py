@@ -67,7 +67,23 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
 
         quiet_sacct()
     hydra_task(overrides, multirun, started)()
+    if sweep_root and nothing_ran(sweep_root):
+        return 0  # an Optuna study that already had its trials: said so, with its best; no sweep folder
     return finish_sweep(sweep_root, overrides) if sweep_root else 0
+
+
+def nothing_ran(root: Path) -> bool:
+    """Whether the sweep was an Optuna launch that found its study finished (and ran no job): its
+    folder, if anything made one, is removed while it holds no job, so `compare` never picks it."""
+    from hydra_plugins.attnexp_optuna_sweeper.sweeper import NOTHING_RAN
+
+    if str(root) not in NOTHING_RAN or sweep_jobs(root):
+        return False
+    if root.is_dir() and not any(p for p in root.rglob("*") if p.is_file() and p.name != "multirun.yaml"):
+        import shutil
+
+        shutil.rmtree(root, ignore_errors=True)
+    return True
 
 
 def run_folder(overrides: list[str], multirun: bool) -> tuple[Path, str]:

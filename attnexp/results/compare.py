@@ -44,9 +44,10 @@ def find_summaries(paths: list[Path]) -> list[Path]:
 
 
 def newest_sweep(root: Path = Path("multirun")) -> Path:
-    sweeps = [d for d in root.glob("*/*") if d.is_dir()] if root.is_dir() else []
+    # a sweep that ran nothing (no summary.json below it) is never the one picked
+    sweeps = [d for d in root.glob("*/*") if d.is_dir() and next(d.rglob("summary.json"), None)] if root.is_dir() else []
     if not sweeps:
-        raise CompareError("no folder given and no sweep under ./multirun; "
+        raise CompareError(f"no folder given and no sweep with runs under ./{root}; "
                            "usage: python -m attnexp compare DIR [DIR ...]")
     return max(sweeps, key=lambda d: d.stat().st_mtime)
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
 import threading
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,11 +32,17 @@ log = logging.getLogger(__name__)
 class AttnexpOptunaSweeperConf:
     _target_: str = "hydra_plugins.attnexp_optuna_sweeper.sweeper.OptunaSweeper"
     study_name: str = "attnexp"
-    storage: str | None = "sqlite:///optuna.db"  # a study resumes from it; optuna-dashboard reads it
+    # a study resumes from it; optuna-dashboard reads it. sqlite:///FILE (one machine), a database server
+    # (postgresql+psycopg://USER:PASSWORD@HOST:PORT/DB: workers on many nodes), or journal:FILE (Optuna's
+    # JournalStorage: a file on a shared filesystem, no server; no heartbeats)
+    storage: str | None = "sqlite:///optuna.db"
     direction: str = "auto"  # auto: maximize for accuracies and F1, minimize for losses (checkpoint.monitor)
     n_trials: int = 20  # in all, counting the trials the storage already holds
     n_jobs: int = 1  # trials launched at once (a parallel launcher runs them side by side)
     sampler: str = "tpe"  # tpe | random
+    # the sampler's seed: each launch on a study draws its own from this one, the host, the process and
+    # the time (launches side by side asked the same settings when all used it as it is); every launch's
+    # seed is recorded in the study (user attribute launch:<host>:<pid>), so a study can be replayed
     seed: int | None = 0
     pruner: str = "median"  # median | none (jobs report per-epoch values to the study in `storage`)
     n_startup_trials: int = 3  # trials that run to the end before any is pruned
@@ -101,26 +110,45 @@ class OptunaSweeper(Sweeper):
             path = Path(url[len("sqlite:///"):])
             path.parent.mkdir(parents=True, exist_ok=True)
             check_sqlite(path)
-        sampler = (optuna.samplers.RandomSampler(seed=self.s.seed) if self.s.sampler == "random"
-                   else optuna.samplers.TPESampler(seed=self.s.seed))
+        elif url:
+            check_server(url)
+        self.launch = f"{socket.gethostname()}:{os.getpid()}"
+        seed = launch_seed(self.s.seed, self.launch)
+        sampler = (optuna.samplers.RandomSampler(seed=seed) if self.s.sampler == "random"
+                   else optuna.samplers.TPESampler(seed=seed, constant_liar=True))  # workers: no two ask alike
         pruner = (optuna.pruners.NopPruner() if self.s.pruner == "none" else
                   optuna.pruners.MedianPruner(n_startup_trials=self.s.n_startup_trials, n_warmup_steps=self.s.n_warmup_steps))
-        storage = url
-        if url:
-            import inspect
-
-            # the callback's keyword was renamed in Optuna 4.9 (the old one warns, and goes in 6.0)
-            key = ("heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in
-                   inspect.signature(optuna.storages.RDBStorage).parameters else "failed_trial_callback")
-            storage = optuna.storages.RDBStorage(
-                url, heartbeat_interval=self.s.heartbeat_interval, grace_period=self.s.grace_period,
-                **{key: getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback",
-                                optuna.storages.RetryFailedTrialCallback)(max_retry=3)})
-        study = optuna.create_study(study_name=self.s.study_name, storage=storage, sampler=sampler, pruner=pruner,
+        study = optuna.create_study(study_name=self.s.study_name, storage=self.storage(), sampler=sampler, pruner=pruner,
                                     direction=self.direction(), load_if_exists=True)
         if not study.metric_names:  # optuna-dashboard and study.trials_dataframe() then say "val/loss", not "Objective 0"
             study.set_metric_names([self.monitor()])
+        study.set_user_attr(f"launch:{self.launch}", {"seed": seed, "sampler": self.s.sampler, "base_seed": self.s.seed})
         return study
+
+    def storage(self):
+        """The Optuna storage `hydra.sweeper.storage` names: an RDB (SQLite, PostgreSQL, MySQL) with
+        heartbeats and retries of a dead launch's trials, or a journal file; None: in memory."""
+        import inspect
+
+        import optuna
+
+        url = self.s.storage
+        if not url:
+            return None
+        if url.startswith("journal:"):
+            from optuna.storages.journal import JournalFileBackend
+
+            path = Path(url[len("journal:"):])
+            path.parent.mkdir(parents=True, exist_ok=True)
+            return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+        # the callback's keyword was renamed in Optuna 4.9 (the old one warns, and goes in 6.0)
+        key = ("heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in
+               inspect.signature(optuna.storages.RDBStorage).parameters else "failed_trial_callback")
+        return optuna.storages.RDBStorage(
+            url, heartbeat_interval=self.s.heartbeat_interval, grace_period=self.s.grace_period,
+            engine_kwargs={"pool_pre_ping": True} if not url.startswith("sqlite") else None,
+            **{key: getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback",
+                            optuna.storages.RetryFailedTrialCallback)(max_retry=3)})
 
     def left(self, study) -> int:
         """Trials still to run: n_trials in all, counting the storage's finished trials and those
@@ -136,8 +164,36 @@ class OptunaSweeper(Sweeper):
             if stale:
                 log.info("%d trial(s) had stopped (no heartbeat for %d s): their settings run again", stale,
                          self.s.grace_period)
-        taken = len(study.get_trials(deepcopy=False, states=(S.COMPLETE, S.PRUNED, S.FAIL, S.RUNNING)))
+        taken = len(counted(study))
         return max(self.s.n_trials - taken, len(study.get_trials(deepcopy=False, states=(S.WAITING,))))
+
+    def ask(self, study, n: int) -> list:
+        """Up to `n` trials for this launch. Launches on one study ask at the same time, so a trial that
+        takes the study past n_trials (counted by trial number: Optuna numbers them atomically) is not
+        run: it is told FAIL at once and marked `surplus`, and no launch counts it."""
+        import optuna
+
+        S = optuna.trial.TrialState
+        trials = []
+        for _ in range(n):
+            trial = study.ask()
+            trial.set_user_attr("launch", self.launch)
+            ahead = [t for t in counted(study) if t.number < trial.number]
+            retry = "failed_trial" in study._storage.get_trial_system_attrs(trial._trial_id)  # a dead launch's, asked again
+            if len(ahead) >= self.s.n_trials and not retry:
+                trial.set_user_attr("surplus", True)
+                study.tell(trial, state=S.FAIL)
+                break
+            trials.append(trial)
+        return trials
+
+    def others_running(self, study) -> int:
+        """Trials other live launches are running: a launch with nothing left to ask waits for them, so a
+        trial whose launch dies is failed by its silent heartbeat and run again here, not left RUNNING."""
+        import optuna
+
+        return len([t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+                    if t.user_attrs.get("launch") != self.launch])
 
     def sweep(self, arguments: list[str]) -> None:
         parser = OverridesParser.create()
@@ -151,18 +207,46 @@ class OptunaSweeper(Sweeper):
         fixed = [o.input_line for o in given if not o.is_sweep_override()]
         study = self.study()
         left = self.left(study)
-        log.info("Optuna study %r (%s, %s): %d trial(s) to run, %d already in %s", self.s.study_name,
-                 self.direction(), type(study.sampler).__name__, max(left, 0), self.s.n_trials - left, self.s.storage)
-        while left > 0:
-            trials = [study.ask() for _ in range(min(self.s.n_jobs, left))]
-            batch = [[*fixed, *(f"{k}={suggest(trial)}" for k, suggest in space.items()),
-                      f"hydra.sweeper.trial={trial.number}"] for trial in trials]
-            with Heartbeat(study, trials, self.s.heartbeat_interval if self.s.storage else 0):
-                returns = self.launcher.launch(batch, initial_job_idx=self.job_idx)
-            self.tell(study, trials, returns)
-            self.job_idx += len(trials)
+        held = len(study.get_trials(deepcopy=False))
+        log.info("Optuna study %r (%s, %s, seed %s): %d trial(s) to run, %d already in %s", self.s.study_name,
+                 self.direction(), type(study.sampler).__name__, study.user_attrs[f"launch:{self.launch}"]["seed"],
+                 max(left, 0), held, self.s.storage)
+        ran = False
+        while True:
+            trials = self.ask(study, min(self.s.n_jobs, left)) if left > 0 else []
+            if trials:
+                batch = [[*fixed, *(f"{k}={suggest(trial)}" for k, suggest in space.items()),
+                          f"hydra.sweeper.trial={trial.number}"] for trial in trials]
+                with Heartbeat(study, trials, self.s.heartbeat_interval if self.storage_beats() else 0):
+                    returns = self.launcher.launch(batch, initial_job_idx=self.job_idx)
+                self.tell(study, trials, returns)
+                self.job_idx += len(trials)
+                ran = True
+            elif self.storage_beats() and self.others_running(study):
+                time.sleep(min(self.s.heartbeat_interval, 5))  # another launch's trial: wait for it to end or go stale
+            else:
+                break
             left = self.left(study)
-        self.write_results(study)
+        if ran:
+            self.write_results(study)
+        else:
+            self.say_done(study)
+
+    def storage_beats(self) -> bool:
+        """Whether the storage keeps heartbeats (an RDB): a journal file or memory does not."""
+        return bool(self.s.storage) and not self.s.storage.startswith("journal:")
+
+    def say_done(self, study) -> None:
+        """A launch that found nothing to run: the study's state and its best trial, and no sweep
+        folder (a re-run of a finished study's command is not a failed sweep)."""
+        import optuna
+
+        done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        best = (f"; best trial {study.best_trial.number}: {self.monitor()} = {study.best_value:.6g} with "
+                f"{study.best_params}") if done else ""
+        log.info("Optuna study %r already has its %d trial(s) (hydra.sweeper.n_trials=%d): nothing to run%s",
+                 self.s.study_name, self.s.n_trials - max(self.left(study), 0), self.s.n_trials, best)
+        NOTHING_RAN.add(str(self.config.hydra.sweep.dir))
 
     @staticmethod
     def tell(study, trials, returns) -> None:
@@ -229,6 +313,74 @@ class Heartbeat:
         return False
 
 
+NOTHING_RAN: set[str] = set()  # sweep folders of launches that found their study finished (the command line reads it)
+
+
+def counted(study) -> list:
+    """The trials that fill the study's n_trials: finished, failed or running, but not a surplus ask
+    (OptunaSweeper.ask) and not a dead launch's trial that was asked again (its retry counts instead)."""
+    import optuna
+
+    S = optuna.trial.TrialState
+    trials = study.get_trials(deepcopy=False)
+    retried = {t.system_attrs.get("failed_trial") for t in trials} - {None}
+    return [t for t in trials if t.state in (S.COMPLETE, S.PRUNED, S.FAIL, S.RUNNING)
+            and not t.user_attrs.get("surplus") and not (t.state == S.FAIL and t.number in retried)]
+
+
+def launch_seed(base: int | None, launch: str) -> int | None:
+    """This launch's sampler seed: None stays None (Optuna draws one); else one derived from the base
+    seed, the launch (host:pid) and the time, so launches on one study never ask alike."""
+    if base is None:
+        return None
+    import hashlib
+
+    digest = hashlib.sha256(f"{base}:{launch}:{time.time_ns()}".encode()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+def check_server(url: str) -> None:
+    """A database server's storage, checked before the sweep starts: reachable, the password right, and
+    the database Optuna's (empty, or holding only an Optuna study's tables); one line each, nothing
+    written into a database that is not Optuna's. A journal file is checked by its folder."""
+    if url.startswith("journal:"):
+        path = Path(url[len("journal:"):])
+        if path.is_dir():
+            raise SweepError(f"hydra.sweeper.storage: {path} is a folder; give a file for the journal, e.g. "
+                             f"hydra.sweeper.storage=journal:{path}/study.log")
+        return
+    try:
+        from sqlalchemy import create_engine, inspect
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
+    except ImportError:
+        raise SweepError("hydra.sweeper.storage: a database server needs SQLAlchemy: pip install 'attnexp[sweep]'") from None
+    try:
+        shown = make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        raise SweepError(f"hydra.sweeper.storage={url!r} is not a database URL; e.g. sqlite:///study.db, "
+                         f"postgresql+psycopg://USER:PASSWORD@HOST:5432/DB or journal:FILE") from None
+    try:
+        engine = create_engine(url, connect_args={"connect_timeout": 5} if url.startswith("postgresql") else {})
+    except (NoSuchModuleError, ImportError, ModuleNotFoundError) as e:
+        raise SweepError(f"hydra.sweeper.storage: {shown} needs a driver that is not installed ({e}); for PostgreSQL: "
+                         f"pip install 'attnexp[sweep]' (psycopg) and write postgresql+psycopg://...") from None
+    try:
+        with engine.connect() as conn:
+            tables = set(inspect(conn).get_table_names())
+    except SQLAlchemyError as e:
+        first = " ".join(str(getattr(e, "orig", None) or e).split())[:160]
+        raise SweepError(f"hydra.sweeper.storage: cannot use {shown}: {first}; check that the server runs, the "
+                         f"address, the user and the password") from None
+    finally:
+        engine.dispose()
+    foreign = sorted(tables - OPTUNA_TABLES)
+    if foreign:
+        raise SweepError(f"hydra.sweeper.storage: {shown} is another tool's database (it holds tables "
+                         f"{', '.join(foreign[:4])}{' ...' if len(foreign) > 4 else ''}, which no Optuna study has); "
+                         f"give Optuna a database of its own (CREATE DATABASE optuna)")
+
+
 def require_optuna():
     try:
         import optuna
@@ -289,6 +441,8 @@ def precheck(hydra_cfg) -> str | None:
         url = str(OmegaConf.select(hydra_cfg, "sweeper.storage") or "")
         if url.startswith("sqlite:///"):
             check_sqlite(Path(url[len("sqlite:///"):]))
+        elif url:
+            check_server(url)
     except SweepError as e:
         return str(e)
     return None
