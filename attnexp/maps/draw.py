@@ -38,12 +38,12 @@ def out_folder(out: str | None, default: Path) -> Path:
     """`out` (which must be new or empty), or `default` made free (`free_folder`)."""
     from attnexp.config.checks import unwritable
 
+    if out and Path(out).exists() and not Path(out).is_dir():
+        raise ConfigError(f"out={str(out)!r} is a file; give a folder (a new or empty one) for the maps")
     problem = unwritable(Path(out) if out else default, "out", "the maps' folder")
     if problem:
         raise ConfigError(problem)
     folder = Path(out) if out else free_folder(default)
-    if out and folder.exists() and not folder.is_dir():
-        raise ConfigError(f"out={str(folder)!r} is a file; give a folder (a new or empty one) for the maps")
     if out and folder.is_dir() and any(folder.iterdir()):
         raise ConfigError(f"out={str(folder)!r} already holds files; give a new folder (or leave out= out: {default}[-N])")
     folder.mkdir(parents=True, exist_ok=True)
