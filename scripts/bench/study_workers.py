@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from common import write_results  # noqa: E402
 
-TRIAL = ["trainer.max_epochs=1", "data.n_sentences=1200", "logger=none", "maps.enabled=false", "test=false", "threads=1",
+TRIAL = ["trainer.max_epochs=3", "data.n_sentences=1200", "logger=none", "maps.enabled=false", "test=false", "threads=1",
          "trainer.enable_progress_bar=false", "hydra.sweeper.pruner=none", "hydra.sweeper.heartbeat_interval=2"]
 
 
