@@ -1,13 +1,17 @@
 #!/usr/bin/env python
 """What the framework costs over a plain PyTorch loop, training the same model on the same batches.
 
-Three arms, each in a fresh process, in rotating order (a repeat count that is a multiple of 3 puts
-each arm first, second and last equally often), `--repeats` times; medians are reported:
+Four arms, each in a fresh process, in rotating order (a repeat count that is a multiple of 4 puts
+each arm in each place equally often), `--repeats` times; medians are reported, and each arm's
+ratio to `bare` and to `plain`:
 
 - `plain`: a nanoGPT-style loop written by hand: the same `Transformer`, DataLoaders, AdamW and
   warmup+cosine schedule (`attnexp.training.module.adamw_warmup_cosine`) and gradient clipping; a validation
   pass (loss, accuracy) and a `torch.save` of model + optimizer after every epoch; bf16 autocast
   on a GPU.
+- `bare`: the floor Lightning sets: a LightningModule of a dozen lines around the same model,
+  optimizer, schedule and clipping (Trainer's gradient_clip_val), no logger, no progress bar, no
+  checkpoint callback (a torch.save after every epoch, as the plain loop does), a validation pass.
 - `lean`: `attnexp train maps.enabled=false logger=none trainer.enable_progress_bar=false`:
   Lightning, our module, torchmetrics, checkpointing and summary.json, nothing to look at.
 - `default`: `attnexp train` as the README runs it: progress bar, TensorBoard, map logging.
@@ -39,7 +43,8 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from common import markdown_table  # noqa: E402
 
-ARMS = {"plain": [], "lean": ["maps.enabled=false", "logger=none", "trainer.enable_progress_bar=false"], "default": []}
+ARMS = {"plain": [], "bare": [], "lean": ["maps.enabled=false", "logger=none", "trainer.enable_progress_bar=false"],
+        "default": []}
 
 
 class StepClock:
@@ -101,17 +106,72 @@ def validate(model, val_dl, step, device) -> float:
     return (tot[0] / tot[2]).item()
 
 
-def run_plain(overrides: list[str], out_dir: Path) -> dict:
-    """The loop a researcher would write with nothing but torch (nanoGPT's train.py, shortened)."""
-    import random
-
+def run_bare(overrides: list[str], out_dir: Path) -> dict:
+    """The same training in the smallest LightningModule that does it: what Lightning itself costs."""
+    import lightning as L
     import torch.nn.functional as F
+
+    from attnexp.model import lm_loss
+
+    run, dm, model, device = _setup(overrides, out_dir)
+    classify = run.task.name == "classify"
+    clock = StepClock()
+    epochs = run.trainer.max_epochs
+
+    class Bare(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def _loss(self, batch):
+            logits = self.model(batch["input_ids"], batch["pad_mask"] if batch["padded"] else None).logits
+            return F.cross_entropy(logits, batch["labels"]) if classify else lm_loss(logits, batch["labels"])
+
+        def training_step(self, batch, batch_idx):
+            return self._loss(batch)
+
+        def validation_step(self, batch, batch_idx):
+            self._loss(batch)
+
+        def on_train_epoch_start(self):
+            clock.epoch()
+
+        def on_train_batch_start(self, batch, batch_idx):
+            clock.tick()
+
+        def on_train_epoch_end(self):
+            torch.save({"model": self.model.state_dict(), "optimizer": self.optimizers().state_dict()}, out_dir / "last.pt")
+
+        def configure_optimizers(self):
+            from attnexp.training.module import adamw_warmup_cosine
+
+            steps = int(self.trainer.estimated_stepping_batches)
+            opt, sched = adamw_warmup_cosine(self.parameters(), run.optim, steps, fused=True)
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    trainer = L.Trainer(accelerator=device.type, devices=1, max_epochs=epochs, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+                        gradient_clip_val=run.trainer.gradient_clip_val,
+                        precision="bf16-mixed" if device.type == "cuda" else "32-true")
+    t0 = time.perf_counter()
+    trainer.fit(Bare(), datamodule=dm)
+    fit_s = time.perf_counter() - t0
+    return {"fit_s": round(fit_s, 2), "step_ms": clock.step_ms(), "steps": trainer.global_step, "device": _device(device),
+            "final_val_loss": None}
+
+
+def _device(device) -> str:
+    return torch.cuda.get_device_name(0) if device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)"
+
+
+def _setup(overrides: list[str], out_dir: Path):
+    """The run's config, its data set up, its model on its device: the same for the plain and bare arms."""
+    import random
 
     from attnexp.api import compose, load_run
     from attnexp.data import build_datamodule
-    from attnexp.model import Transformer, lm_loss
+    from attnexp.model import Transformer
     from attnexp.training.device import training_on_cpu
-    from attnexp.training.module import adamw_warmup_cosine
 
     run = load_run(compose(overrides, out_dir))
     random.seed(run.seed)
@@ -123,9 +183,21 @@ def run_plain(overrides: list[str], out_dir: Path) -> dict:
     classify = run.task.name == "classify"
     model = Transformer(run.model, run.attention, dm.vocab_size, head="classify" if classify else "lm",
                         num_classes=dm.num_classes, pooling=run.task.pooling).to(device)
+    return run, dm, model, device
+
+
+def run_plain(overrides: list[str], out_dir: Path) -> dict:
+    """The loop a researcher would write with nothing but torch (nanoGPT's train.py, shortened)."""
+    import torch.nn.functional as F
+
+    from attnexp.model import lm_loss
+    from attnexp.training.module import adamw_warmup_cosine
+
+    run, dm, model, device = _setup(overrides, out_dir)
+    classify = run.task.name == "classify"
     train_dl, val_dl = dm.train_dataloader(), dm.val_dataloader()
     epochs = run.trainer.max_epochs
-    opt, sched = adamw_warmup_cosine(model.parameters(), run.optim, epochs * len(train_dl), fused=device.type == "cuda")
+    opt, sched = adamw_warmup_cosine(model.parameters(), run.optim, epochs * len(train_dl), fused=True)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
     clip = run.trainer.gradient_clip_val or 0.0
 
@@ -155,8 +227,7 @@ def run_plain(overrides: list[str], out_dir: Path) -> dict:
         torch.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, out_dir / "last.pt")
     fit_s = time.perf_counter() - t0
     return {"fit_s": round(fit_s, 2), "step_ms": clock.step_ms(), "steps": epochs * len(train_dl),
-            "device": torch.cuda.get_device_name(0) if device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)",
-            "final_val_loss": round(val_loss, 6)}
+            "device": _device(device), "final_val_loss": round(val_loss, 6)}
 
 
 def main() -> None:
@@ -172,7 +243,7 @@ def main() -> None:
 
     if args.arm:
         out_dir = Path(tempfile.mkdtemp(prefix=f"overhead-{args.arm}-"))
-        fn = run_plain if args.arm == "plain" else run_attnexp
+        fn = {"plain": run_plain, "bare": run_bare}.get(args.arm, run_attnexp)
         Path(args.result).write_text(json.dumps(fn([*ARMS[args.arm], *args.overrides], out_dir)))
         return
 
@@ -195,16 +266,21 @@ def main() -> None:
     base = med[order[0]]
     over = {a: {k: round(100 * (m[k] / base[k] - 1), 1) for k in m} for a, m in med.items()}
     device = runs[order[0]][0]["device"]
+    ratios = {f"{a}_vs_{b}": {k: round(med[a][k] / med[b][k], 3) for k in ("step_ms", "fit_s")}
+              for b in ("bare", "plain") if b in med for a in order if a != b}
     result = {"device": device, "torch": torch.__version__, "repeats": args.repeats, "overrides": args.overrides,
-              "median": med, f"overhead_pct_vs_{order[0]}": over, "runs": runs}
+              "median": med, "step_us": {a: round(1000 * m["step_ms"], 1) for a, m in med.items()}, "ratios": ratios,
+              f"overhead_pct_vs_{order[0]}": over, "runs": runs}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"framework_overhead_{'gpu' if torch.cuda.is_available() else 'cpu'}{args.tag}.json").write_text(
         json.dumps(result, indent=2) + "\n")
     print(f"\n{device}, median of {args.repeats}, overrides: {args.overrides or 'none'}")
-    print(markdown_table([[a, f"{med[a]['step_ms']:.2f}", f"{over[a]['step_ms']:+.1f}%", f"{med[a]['fit_s']:.2f}",
-                           f"{over[a]['fit_s']:+.1f}%"] for a in order],
-                         ["arm", "step ms", f"vs {order[0]}", "fit s", f"vs {order[0]}"]))
+    bare = "bare" if "bare" in med else order[0]
+    print(markdown_table([[a, f"{1000 * med[a]['step_ms']:.0f}", f"{over[a]['step_ms']:+.1f}%",
+                           f"{med[a]['step_ms'] / med[bare]['step_ms']:.3f}x", f"{med[a]['fit_s']:.2f}",
+                           f"{med[a]['fit_s'] / med[bare]['fit_s']:.3f}x"] for a in order],
+                         ["arm", "step us", f"vs {order[0]}", f"step vs {bare}", "fit s", f"fit vs {bare}"]))
 
 
 if __name__ == "__main__":

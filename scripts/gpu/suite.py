@@ -125,9 +125,11 @@ def commands(args, out: Path, pretrained: Path) -> dict[str, list[tuple[str, lis
                      120 if s else 200, "kernels.log")],
         "model": [("model", [py, "scripts/bench/model.py", f"--out={out}", *(["--smoke"] if s else [])], 120 if s else 150,
                    "model.log")],
-        "overhead": [("overhead", [py, "scripts/bench/framework_overhead.py", "--repeats=1", "--arms=plain,lean", f"--out={out}",
+        # the four arms (plain loop, bare LightningModule, attnexp lean and default), interleaved: 3 repeats on a GPU
+        "overhead": [("overhead", [py, "scripts/bench/framework_overhead.py", f"--repeats={1 if s else 3}",
+                                   f"--arms={'plain,bare,lean' if s else 'plain,bare,lean,default'}", f"--out={out}",
                                    *(["data.n_sentences=300", "trainer.max_epochs=1"] if s else ["--tag=_gpt2", *GPT2])],
-                      150, "overhead.log")],
+                      150 if s else 420, "overhead.log")],
         "newsgroups": [(f"newsgroups {tag}", [*newsgroups, f"--tag=_{tag}", f"--minutes={0.5 if s else args.newsgroups_minutes}",
                                               *(tiny if s else NEWSGROUPS[tag])],
                         180 if s else 60 * n_settings * (args.newsgroups_minutes + 1.5), f"newsgroups_{tag}.log")
