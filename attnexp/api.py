@@ -28,7 +28,7 @@ def train(run, callbacks=()):
     return fit(run, callbacks)
 
 
-def evaluate(ckpt: str, split: str = "test", data_overrides: list[str] = (), out: str | None = None) -> dict:
+def evaluate(ckpt: str, split: str | None = None, data_overrides: list[str] = (), out: str | None = None) -> dict:
     """A checkpoint's metrics on a split of the data it was trained on (attnexp.training.evaluate)."""
     from attnexp.training.evaluate import evaluate as run_eval
 

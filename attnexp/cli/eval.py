@@ -9,7 +9,8 @@ import sys
 from attnexp.cli.exits import EXIT
 from attnexp.config import ConfigError
 
-USAGE = "usage: python -m attnexp eval ckpt=PATH [split=test|val|train] [out=DIR] [data.KEY=VALUE ...]"
+USAGE = ("usage: python -m attnexp eval ckpt=PATH [split=test|val|train (default: test, or val where the data has no "
+         "test split)] [out=DIR] [data.KEY=VALUE ...]")
 
 
 def eval_cli(argv: list[str]) -> int:
@@ -24,6 +25,8 @@ def eval_cli(argv: list[str]) -> int:
                 data.append(a)  # data.* only: evaluate() says so of any other
             elif sep and key in ("ckpt", "split", "out"):
                 args[key] = value
+            elif sep and key == "ckpt_path":  # lightning-hydra-template's eval.py key
+                raise ConfigError(f"ckpt_path is lightning-hydra-template's key; attnexp's is ckpt={value or 'PATH'}")
             else:
                 raise ConfigError(f"cannot read {a!r}; {USAGE}")
         if "ckpt" not in args:
@@ -33,7 +36,7 @@ def eval_cli(argv: list[str]) -> int:
 
         try:
             with StopSignals():  # SIGTERM / Ctrl-C: stop at once, one line, no half-written folder
-                s = api.evaluate(args["ckpt"], args.get("split", "test"), data, args.get("out"))
+                s = api.evaluate(args["ckpt"], args.get("split"), data, args.get("out"))
         except Interrupted as e:
             print(f"attnexp eval: stopped by {e.signame}; nothing was written (run the same command again)",
                   file=sys.stderr)

@@ -35,6 +35,8 @@ def explain(e: Exception, overrides: list[str]) -> str:
     if m:
         return unknown_key(m.group(1), overrides)
     m = re.match(r"Error merging override (.*)", text)
+    if m and m.group(1).startswith("hydra.sweeper.") and "hparams_search=optuna" in overrides:
+        return sweeper_key(m.group(1).split("=", 1)[0])
     if m and e.__cause__ is not None:
         cause = str(e.__cause__).splitlines()[0]
         kind = re.search(r"could not be converted to (\w+)|is not a valid (\w+)", cause)
@@ -92,6 +94,20 @@ def close_key(key: str, keys: list[str]) -> str | None:
     return None
 
 
+def sweeper_key(key: str) -> str:
+    """A key attnexp's Optuna sweeper does not take (lightning-hydra-template's sampler/pruner nodes):
+    the keys it does take, and the one meant where there is one."""
+    from dataclasses import fields
+
+    from hydra_plugins.attnexp_optuna_sweeper.sweeper import AttnexpOptunaSweeperConf
+
+    keys = [f.name for f in fields(AttnexpOptunaSweeperConf) if not f.name.startswith("_") and f.name != "trial"]
+    last = key.rsplit(".", 1)[-1]
+    meant = f" (did you mean hydra.sweeper.{last}?)" if last in keys and key != f"hydra.sweeper.{last}" else ""
+    return (f"{key} is not a key of attnexp's Optuna sweeper{meant}; it takes hydra.sweeper.KEY for KEY in: "
+            f"{', '.join(keys)} (sampler=tpe|random, pruner=median|none; the search space in hydra.sweeper.params)")
+
+
 def unknown_key(key: str, overrides: list[str]) -> str:
     groups = [o for o in overrides if "=" in o and "." not in o.split("=", 1)[0] and not o.startswith(("+", "~"))]
     try:
@@ -100,6 +116,8 @@ def unknown_key(key: str, overrides: list[str]) -> str:
     except Exception:  # the groups themselves do not compose: say what we know
         keys = []
     keys = [k for k in keys if not k.startswith("hydra.")]
+    if key.startswith("hydra.sweeper.") and "hparams_search=optuna" in overrides:
+        return sweeper_key(key)
     if key in EQUIVALENTS:
         return f"{key} is not a config key; attnexp's is {EQUIVALENTS[key]}"
     hint = f"; did you mean {close_key(key, keys)}?" if close_key(key, keys) else \
@@ -148,6 +166,10 @@ def precheck(overrides: list[str], multirun: bool) -> str | None:
     impossible runs and records its config error, so the rest of the grid still trains)."""
     from attnexp.launch.load import load_run
 
+    if any(o.lstrip("+").split("=", 1)[0] == "paths.output_dir" for o in overrides):
+        return ("paths.output_dir is the folder attnexp gives each run (Hydra's job folder), not a setting; choose "
+                "the run's folder with hydra.run.dir=DIR (a sweep's: hydra.sweep.dir=DIR), or where runs go with "
+                "paths.log_dir=DIR")
     try:
         if not multirun:
             load_run(compose_checked(overrides))

@@ -39,8 +39,9 @@ def data_config(ckpt: dict, path: Path, overrides: list[str], task: TaskConfig):
     return load_data_config(raw, task)
 
 
-def evaluate(ckpt_path: str | Path, split: str = "test", overrides: list[str] = (), out: str | Path | None = None) -> dict:
-    """The metrics of `ckpt_path` on `split`; returns the summary it writes into its folder."""
+def evaluate(ckpt_path: str | Path, split: str | None = None, overrides: list[str] = (), out: str | Path | None = None) -> dict:
+    """The metrics of `ckpt_path` on `split` (None: the test split, or validation where the data has
+    none, as `train test=true` rescores); returns the summary it writes into its folder."""
     import lightning as L
 
     from attnexp.data import build_datamodule
@@ -52,7 +53,7 @@ def evaluate(ckpt_path: str | Path, split: str = "test", overrides: list[str] = 
     quiet_lightning()
     logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)  # "GPU available: False"...
     t0, path = time.time(), Path(ckpt_path)
-    check(split in SPLITS, f"split={split!r} is not one of: {', '.join(SPLITS)}")
+    check(split is None or split in SPLITS, f"split={split!r} is not one of: {', '.join(SPLITS)}")
     problem = unwritable(Path(out) if out else path.parent.parent / "eval", "out", "the evaluation's folder")
     check(problem is None, problem or "")  # before the evaluation, not after it
     ckpt = checkpoints.load(path, "ckpt")
@@ -61,6 +62,8 @@ def evaluate(ckpt_path: str | Path, split: str = "test", overrides: list[str] = 
     cfg = data_config(ckpt, path, list(overrides), task)
     dm = build_datamodule(cfg, task, causal=model.a.causal)
     dm.setup("fit")
+    if split is None:  # as train's test=true: the test split, else validation, said in the record
+        split = "test" if "test" in dm.splits else "val"
     check(split in dm.splits, f"split={split}: data={cfg.name} has no {split} split (it has "
                               f"{', '.join(dm.splits)}); give split=val")
     saved = ckpt.get("data_identity") or {}

@@ -477,3 +477,36 @@ def test_an_override_the_grammar_cannot_read_is_named(capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("attnexp: config error: cannot read the override 'paths.log_dir=/tmp/runs#x' (") and \
         "key='a value'" in err and "\n" not in err, err
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["-m", "hparams_search=optuna", "hydra.sweeper.sampler.n_startup_trials=5"],
+     "hydra.sweeper.sampler.n_startup_trials is not a key of attnexp's Optuna sweeper (did you mean "
+     "hydra.sweeper.n_startup_trials?); it takes hydra.sweeper.KEY for KEY in: study_name, storage,"),
+    (["paths.output_dir=/tmp/elsewhere"], "paths.output_dir is the folder attnexp gives each run"),
+], ids=["lht-sampler-key", "output-dir"])
+def test_lightning_hydra_template_habits_get_attnexps_key(args, needle, capsys):
+    """Before: LHT's sampler key said "Cannot convert 'dict' to string", and paths.output_dir=DIR was
+    taken silently and split the run (summary.json there, train.log and .hydra/ in outputs/)."""
+    from attnexp.cli import main
+
+    assert main(["train", *args, "--cfg", "job"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and "\n" not in err, err
+
+
+def test_eval_takes_attnexps_key_and_the_split_train_would_score(trained, tmp_path, capsys):
+    """Before: `eval ckpt_path=` printed only a usage line, and eval's default split=test refused the
+    toy data (no test split) that `train test=true` rescores on validation."""
+    from attnexp.cli import main
+
+    assert main(["eval", f"ckpt_path={trained[1]}"]) == 2
+    assert "ckpt_path is lightning-hydra-template's key; attnexp's is ckpt=" in capsys.readouterr().err
+    assert main(["eval", f"ckpt={trained[1]}", f"out={tmp_path / 'e'}"]) == 0
+    assert json.loads((tmp_path / "e" / "summary.json").read_text())["split"] == "val"
+
+
+def test_attnexp_load_is_there_from_import_attnexp(trained):
+    import attnexp
+
+    assert attnexp.load(trained[1]).attention("the dog runs .")[1].ndim == 4
