@@ -60,6 +60,8 @@ def end_of_run(s: dict) -> str:
         tps = f" · {s['tokens_per_s']:,.0f} tokens/s" if s.get("tokens_per_s") else ""
         lines.append(f"  time     {time_said(s)} · {s.get('steps', 0)} steps · {s.get('epochs', 0)} epochs{tps} · "
                      f"{s.get('device', '')}")
+    for cmd in s.get("dashboards") or []:
+        lines.append(f"  view     {cmd}")
     maps = (s.get("attention_maps") or {}).get("dir")
     if maps and (Path(maps) / "viewer.html").exists():
         al = (s.get("attention_maps") or {}).get("alignment")

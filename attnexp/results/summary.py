@@ -131,7 +131,29 @@ def static_record(run: Run, n_params: int, data: dict) -> dict:
         "tags": list(run.tags),
         "pid": os.getpid(),
         "host": socket.gethostname(),
+        "dashboards": dashboards(run.loggers, run.out_dir),
     }
+
+
+def dashboards(loggers: dict, out_dir: Path) -> list[str]:
+    """The command that opens each of the run's dashboards, as a user pastes it (end of run, summary.json)."""
+    import shlex
+
+    out = []
+    for spec in (loggers or {}).values():
+        cls = str(spec.get("_target_", "")).rsplit(".", 1)[-1] if isinstance(spec, dict) else ""
+        if cls == "TensorBoardLogger":
+            folder = Path(str(spec.get("save_dir", out_dir))) / str(spec.get("name") or "")
+            out.append(f"tensorboard --logdir {shlex.quote(str(folder))}")
+        elif cls == "MLFlowLogger" and spec.get("tracking_uri"):
+            uri = str(spec["tracking_uri"])
+            out.append(f"mlflow ui --backend-store-uri {shlex.quote(uri)}" if not uri.startswith("http") else f"open {uri}")
+        elif cls == "WandbLogger" and spec.get("offline", True):
+            out.append(f"wandb sync {shlex.quote(str(Path(str(spec.get('save_dir', out_dir))) / 'wandb'))}/offline-run-*")
+        elif cls == "CSVLogger":
+            out.append(f"cat {shlex.quote(str(Path(str(spec.get('save_dir', out_dir))) / str(spec.get('name') or '')))}"
+                       f"/metrics.csv")
+    return out
 
 
 def task_record(t) -> dict:

@@ -276,10 +276,13 @@ class OptunaSweeper(Sweeper):
                   "pruned": len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.PRUNED,))),
                   "best": {"number": study.best_trial.number, "value": study.best_value,
                            "params": study.best_params} if done else None}
+        result["dashboard"] = dashboard_command(self.s.storage)
         (out / "optuna_results.json").write_text(json.dumps(result, indent=2) + "\n")
         if done:
             log.info("best trial %d: %s = %s with %s", study.best_trial.number,
                      OmegaConf.select(self.config, "checkpoint.monitor"), study.best_value, study.best_params)
+        if result["dashboard"]:
+            log.info("the study in a browser: %s", result["dashboard"])
 
 
 class Heartbeat:
@@ -326,6 +329,24 @@ def counted(study) -> list:
     retried = {t.system_attrs.get("failed_trial") for t in trials} - {None}
     return [t for t in trials if t.state in (S.COMPLETE, S.PRUNED, S.FAIL, S.RUNNING)
             and not t.user_attrs.get("surplus") and not (t.state == S.FAIL and t.number in retried)]
+
+
+def dashboard_command(url: str | None) -> str | None:
+    """The optuna-dashboard command for a study's storage (a server's password shown as ***)."""
+    import shlex
+
+    if not url:
+        return None
+    if url.startswith("journal:"):
+        return f"optuna-dashboard {shlex.quote(url[len('journal:'):])}"
+    if not url.startswith("sqlite"):
+        try:
+            from sqlalchemy.engine import make_url
+
+            url = make_url(url).render_as_string(hide_password=True)
+        except Exception:  # noqa: BLE001 - an unparsable URL was refused before the sweep started
+            pass
+    return f"optuna-dashboard {shlex.quote(url)}"
 
 
 def launch_seed(base: int | None, launch: str) -> int | None:

@@ -1,0 +1,30 @@
+"""Every run names its dashboard: the exact command at the end of the run and in summary.json
+(before, no run said `tensorboard --logdir ...`, `mlflow ui --backend-store-uri ...`, and an Optuna
+sweep ended without `optuna-dashboard <storage>`)."""
+
+from __future__ import annotations
+
+from attnexp.results.ending import end_of_run
+from attnexp.results.summary import dashboards
+from hydra_plugins.attnexp_optuna_sweeper.sweeper import dashboard_command
+
+
+def test_each_logger_names_the_command_that_opens_it(tmp_path):
+    run = tmp_path / "run (1)"
+    specs = {"tensorboard": {"_target_": "lightning.pytorch.loggers.TensorBoardLogger", "save_dir": str(run),
+                             "name": "tensorboard"},
+             "mlflow": {"_target_": "lightning.pytorch.loggers.MLFlowLogger", "tracking_uri": f"sqlite:///{tmp_path}/mlflow.db"},
+             "wandb": {"_target_": "lightning.pytorch.loggers.WandbLogger", "save_dir": str(run), "offline": True}}
+    assert dashboards(specs, run) == [f"tensorboard --logdir '{run}/tensorboard'",
+                                      f"mlflow ui --backend-store-uri sqlite:///{tmp_path}/mlflow.db",
+                                      f"wandb sync '{run}/wandb'/offline-run-*"]
+    block = end_of_run({"status": "completed", "run_dir": str(run), "metrics": {}, "dashboards": dashboards(specs, run)})
+    assert f"  view     tensorboard --logdir '{run}/tensorboard'" in block.splitlines()
+
+
+def test_an_optuna_study_names_its_dashboard_without_the_password():
+    assert dashboard_command("sqlite:///multirun/optuna/s.db") == "optuna-dashboard sqlite:///multirun/optuna/s.db"
+    assert dashboard_command("journal:/shared/study.log") == "optuna-dashboard /shared/study.log"
+    assert dashboard_command("postgresql+psycopg://me:secret@db:5432/optuna") == \
+        "optuna-dashboard 'postgresql+psycopg://me:***@db:5432/optuna'"
+    assert dashboard_command(None) is None
