@@ -84,14 +84,13 @@ def analyse(model, probe: Probe, w: np.ndarray, pad_id: int, cfg: MapsConfig, ct
             a.layer_importance = imp["layer_importance"]
     if cfg.rollout or cfg.flow:
         _rollout_and_flow(a, w, probe, cfg, ctx)
-    if cfg.relevance:
-        if not ctx.classify:
-            a.skipped["relevance"] = "it explains a class's logit, so it needs a classifier (task=classify)"
-        else:
-            a.relevance = relevance(model, probe, pad_id, ctx)
-            if ctx.rows == "signed":
-                a.notes["relevance"] = ("gradient x attention takes the signed maps as they were applied and keeps the "
-                                        "positive part of each product, as its authors do")
+    # relevance explains a class's logit: a language model never has it, and its viewer does not warn
+    # that it is missing (every LM run's viewer showed an orange "not computed: relevance" before)
+    if cfg.relevance and ctx.classify:
+        a.relevance = relevance(model, probe, pad_id, ctx)
+        if ctx.rows == "signed":
+            a.notes["relevance"] = ("gradient x attention takes the signed maps as they were applied and keeps the "
+                                    "positive part of each product, as its authors do")
     return a
 
 

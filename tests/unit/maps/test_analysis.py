@@ -222,6 +222,15 @@ def test_signed_maps_are_refused_by_rollout_and_flow_with_the_reason():
         explain.rollout(w - 0.5)
 
 
+def test_a_language_models_analysis_does_not_list_relevance_as_missing():
+    """Relevance explains a class's logit; every LM run's viewer showed an orange "not computed:
+    relevance (it explains a class's logit ...)" for something that run could never have."""
+    w = np.full((1, 1, 1, 3, 3), 1 / 3)
+    probe = Probe([[1, 2, 3]], [["a", "b", "c"]])
+    a = analysis.analyse(None, probe, w, 0, MapsConfig(roles=False, relevance=True), analysis.Context(causal=True))
+    assert "relevance" not in a.skipped and a.relevance is None
+
+
 def trigger_classifier(V: int = 12, T: int = 8, trigger: int = 7) -> Transformer:
     """Uniform attention (zero queries and keys); only the trigger token has a value, which the
     classifier reads as class 1: the prediction depends on that one token, wherever it is."""
