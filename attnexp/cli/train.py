@@ -7,6 +7,7 @@ import logging
 import os
 import shlex
 import sys
+import time
 from contextlib import contextmanager, nullcontext
 from datetime import datetime
 from pathlib import Path
@@ -34,6 +35,7 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
     from attnexp.launch.compose import register_schemas, with_config_dir
 
     register_schemas()
+    JOBS_STARTED.clear()
     argv = [NULL_GROUPS.get(a, a) for a in argv]
     flags = hydra_flags(argv)
     multirun, overrides = bool(flags.multirun), list(flags.overrides)
@@ -157,6 +159,9 @@ def hydra_task(overrides: list[str], multirun: bool, started: float | None):
     return task
 
 
+JOBS_STARTED: list[Path] = []  # the jobs this process ran of a sweep (Hydra's basic launcher runs them in turn)
+
+
 def job(cfg, overrides: list[str], multirun: bool, started: float | None) -> float | None:
     """One run (one job of a sweep): what Hydra's sweeper gets back is the run's best monitored
     value (Optuna's objective), or None."""
@@ -167,6 +172,9 @@ def job(cfg, overrides: list[str], multirun: bool, started: float | None) -> flo
 
     out = Path(HydraConfig.get().runtime.output_dir)
     sweep = HydraConfig.get().mode == RunMode.MULTIRUN
+    if sweep:  # a job's times count from its own start: the first from the command's, the next from theirs
+        started = started if not JOBS_STARTED else time.time()
+        JOBS_STARTED.append(out)
     try:
         with owned(out, cfg.get("resume")):  # one run a folder: nothing of this one is written into another's
             return run_job(cfg, out, sweep, overrides, multirun, started)

@@ -68,6 +68,20 @@ def job_dirname(override_dirname: str) -> str:
     return name
 
 
+def attention_label(choice: str, name: str) -> str:
+    """The attention part of a run folder's name: the option chosen (`causal`, `rotary`), unless
+    attention.name picked another variant than that option's (`attention.name=alibi` on the default
+    `causal` trained alibi in a folder named ..._causal)."""
+    import yaml
+
+    path = conf_dir() / "attention" / f"{choice}.yaml"
+    try:
+        sets = (yaml.safe_load(path.read_text()) or {}).get("name") if path.is_file() else None
+    except (OSError, yaml.YAMLError):
+        sets = None
+    return str(name) if sets is not None and str(sets) != str(name) else str(choice)
+
+
 def register_resolvers() -> None:
     """The resolvers conf/config.yaml's folder names use; registered by the command line and again
     where a job's config is resolved in another process (attnexp/cli/train.py imports this)."""
@@ -79,6 +93,7 @@ def register_resolvers() -> None:
     # an absolute path: the MLflow logger's SQLite store and artifacts under paths.log_dir, wherever it is given
     OmegaConf.register_new_resolver("attnexp_abspath", lambda p: str(Path(p).resolve()), replace=True)
     OmegaConf.register_new_resolver("attnexp_jobdir", job_dirname, replace=True)
+    OmegaConf.register_new_resolver("attnexp_attention", attention_label, replace=True)
 
 
 def register_schemas() -> None:
