@@ -44,6 +44,7 @@ class ExtrasConfig:
 
     print_config: bool = False  # the composed config as YAML on the console as the run starts (config_resolved.yaml always)
     ignore_warnings: bool = True  # drop Lightning's warnings and adverts that do not apply (training/build.py lists them)
+    enforce_tags: bool = False  # refuse a run without tags=[...] (lightning-hydra-template's: sweeps you can find again)
 
 
 @dataclass

@@ -209,6 +209,8 @@ def load_run(cfg: DictConfig, started: float | None = None) -> Run:
     ckpt = from_dict(CheckpointConfig, section(cfg, "checkpoint"), "checkpoint")
     ckpt = ckpt.resolved(monitored_metrics(t.name, data.aligned(t), maps.enabled))
     extras = from_dict(ExtrasConfig, section(cfg, "extras"), "extras")
+    check(not extras.enforce_tags or top.tags, "extras.enforce_tags=true and this run has no tags; give some, e.g. "
+                                               "tags=[baseline,first], or extras.enforce_tags=false")
     resolved = {k: section(cfg, k) if OmegaConf.is_config(cfg[k]) else cfg[k] for k in cfg if k != "hydra"}
     job = job_context(started)
     return Run(a, m, t.resolved(a), o, data, trainer, top.seed, top.resume, top.test, maps, ckpt,

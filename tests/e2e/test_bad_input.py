@@ -510,3 +510,14 @@ def test_attnexp_load_is_there_from_import_attnexp(trained):
     import attnexp
 
     assert attnexp.load(trained[1]).attention("the dog runs .")[1].ndim == 4
+
+
+def test_enforce_tags_refuses_a_run_without_tags_and_ddp_sim_is_lhts_preset(tmp_path):
+    """lightning-hydra-template's extras.enforce_tags and trainer=ddp_sim were missing."""
+    from attnexp.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"extras.enforce_tags=true and this run has no tags"):
+        run_of(["extras.enforce_tags=true"], tmp_path)
+    assert run_of(["extras.enforce_tags=true", "tags=[first]"], tmp_path).tags == ["first"]
+    sim = run_of(["trainer=ddp_sim"], tmp_path).trainer
+    assert (sim.strategy, sim.accelerator, sim.devices) == ("ddp", "cpu", 2)
