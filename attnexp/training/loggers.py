@@ -88,6 +88,10 @@ class MLflow(Adapter):
         # under config/: an MLflow param cannot change, and the settings Lightning logs at fit are the
         # resolved ones (task.objective=next where the config says auto)
         lg.log_hyperparams({"config": config})
+        if lg.experiment is not None and isinstance(lg.experiment_id, str):
+            # MLflow 3 opens an experiment of no kind on its GenAI view ("Traces 0 / No data available");
+            # this kind opens it on the training runs (its UI reads the tag, as it sets it itself)
+            lg.experiment.set_experiment_tag(lg.experiment_id, "mlflow.experimentKind", "custom_model_development")
 
     def image(self, lg, key, img, png, step):  # an image series: the UI's step slider, as TensorBoard's
         lg.experiment.log_image(lg.run_id, img.convert("RGB"), key=key, step=step)

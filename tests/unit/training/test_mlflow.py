@@ -28,6 +28,8 @@ def test_an_mlflow_run_holds_metrics_the_config_tags_maps_and_the_viewer(tmp_pat
     assert r.data.params["model/d_model"] == "64" and r.data.params["attention/name"] == "mha"  # the composed config
     assert r.data.tags["attention"] == "mha" and r.data.tags["tag.first_look"] == "true"
     assert r.data.tags["run_dir"] == str(tmp_path / "run")
+    # MLflow 3 opened the experiment on its GenAI view ("Traces 0 / No data available") before this tag
+    assert client.get_experiment_by_name("attnexp").tags.get("mlflow.experimentKind") == "custom_model_development"
 
     def files(path=None):
         out = []
