@@ -14,6 +14,10 @@ USAGE = """usage: python -m attnexp compare [DIR ...] [sort=KEY] [tag=NAME] [csv
   sort=KEY     order rows by a column: best (the default, each run's checkpoint.monitor, best
                first), a metric such as test/acc or val/loss, or time, tokens/s, run
   tag=NAME     only the runs trained with that tag (tags=[NAME,...])
+  study=NAME storage=URL
+               every run of an Optuna study, whichever worker (launch, node) ran it: the study's
+               trials name their run folders (storage as hydra.sweeper.storage: sqlite:///FILE,
+               postgresql+psycopg://..., journal:FILE)
   csv=PATH     also write the table as CSV (md=PATH: as Markdown)
   report=PATH  a self-contained HTML report: the table, curves with seed bands, quality against
                throughput and memory, per-head statistics, links to every run's viewer
@@ -26,6 +30,33 @@ example:
   python -m attnexp compare report=report.html   # 3 groups of 3 seeds
 """
 
+def study_runs(name: str | None, url: str | None) -> list[Path]:
+    """The run folders of every trial of an Optuna study (each trial records its `run_dir`), whichever
+    launch ran it; a study, storage or trial folder that cannot be read is one line."""
+    if not name or not url:
+        raise CompareError("give both study=NAME and storage=URL (as hydra.sweeper.storage) to compare a study's runs")
+    try:
+        import optuna
+    except ImportError:
+        raise CompareError("study= needs Optuna: pip install 'attnexp[sweep]'") from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = url
+    if url.startswith("journal:"):
+        from optuna.storages.journal import JournalFileBackend
+
+        storage = optuna.storages.JournalStorage(JournalFileBackend(url[len("journal:"):]))
+    try:
+        trials = optuna.load_study(study_name=name, storage=storage).get_trials(deepcopy=False)
+    except KeyError:
+        raise CompareError(f"no study {name!r} in {url}") from None
+    except Exception as e:  # noqa: BLE001 - SQLAlchemy's and the drivers' own errors
+        raise CompareError(f"cannot read {url}: {' '.join(str(e).split())[:120]}") from None
+    folders = [Path(str(t.user_attrs["run_dir"])) for t in trials if t.user_attrs.get("run_dir")]
+    if not folders:
+        raise CompareError(f"study {name!r} in {url} has no trial with a run folder yet")
+    return [f for f in folders if (f / "summary.json").is_file()] or folders
+
+
 def compare_cli(argv: list[str]) -> int:
     if any(a in ("-h", "--help", "help") for a in argv):
         print(USAGE)
@@ -33,11 +64,13 @@ def compare_cli(argv: list[str]) -> int:
     opts, paths = {}, []
     for a in argv:  # a run folder may hold "=" (Hydra's sweep dirs): only these keys are options
         key, eq, val = a.partition("=")
-        if eq and key in ("sort", "csv", "md", "report", "tag"):
+        if eq and key in ("sort", "csv", "md", "report", "tag", "study", "storage"):
             opts[key] = val
         else:
             paths.append(Path(a))
     try:
+        if "study" in opts or "storage" in opts:
+            paths += study_runs(opts.get("study"), opts.get("storage"))
         if not paths:
             paths = [newest_sweep()]
             print(f"attnexp compare: the newest sweep, {paths[0]}", file=sys.stderr)

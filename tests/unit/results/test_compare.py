@@ -269,3 +269,20 @@ def test_a_snapshot_of_many_members_each_under_the_limit_is_refused_before_infla
     np.savez(many, **{f"stat_q{k}": np.ones((1, 1)) for k in range(snapshot.MAX_MEMBERS + 1)})
     with pytest.raises(snapshot.SnapshotError, match="members; a snapshot holds at most"):
         snapshot.read(many)
+
+
+def test_compare_reads_every_run_of_an_optuna_study_whichever_worker_ran_it(two_runs, tmp_path, capsys):
+    """Workers on several nodes each have their own sweep folder; the study names every trial's run
+    folder, so `compare study=NAME storage=URL` puts all of them side by side."""
+    optuna = pytest.importorskip("optuna", reason="pip install 'attnexp[sweep]'")
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    study = optuna.create_study(study_name="shared", storage=url)
+    for layers in (1, 2):  # as two launches on two nodes would have told them
+        trial = study.ask()
+        trial.set_user_attr("run_dir", str(two_runs / f"layers{layers}"))
+        trial.set_user_attr("launch", f"node{layers}:1234")
+        study.tell(trial, 1.0 / layers)
+    assert compare_cli(["study=shared", f"storage={url}"]) == 0
+    assert len(table(capsys.readouterr().out)) == 2
+    assert compare_cli(["study=nope", f"storage={url}"]) == 2
+    assert capsys.readouterr().err.strip() == f"attnexp compare: no study 'nope' in {url}"
