@@ -178,8 +178,10 @@ class OptunaSweeper(Sweeper):
         for _ in range(n):
             trial = study.ask()
             trial.set_user_attr("launch", self.launch)
-            ahead = [t for t in counted(study) if t.number < trial.number]
-            retry = "failed_trial" in study._storage.get_trial_system_attrs(trial._trial_id)  # a dead launch's, asked again
+            trials_now = study.get_trials(deepcopy=False)
+            ahead = [t for t in counted(study, trials_now) if t.number < trial.number]
+            frozen = next(t for t in trials_now if t.number == trial.number)
+            retry = "failed_trial" in frozen.system_attrs  # a dead launch's trial, asked again
             if len(ahead) >= self.s.n_trials and not retry:
                 trial.set_user_attr("surplus", True)
                 study.tell(trial, state=S.FAIL)
@@ -319,13 +321,13 @@ class Heartbeat:
 NOTHING_RAN: set[str] = set()  # sweep folders of launches that found their study finished (the command line reads it)
 
 
-def counted(study) -> list:
+def counted(study, trials: list | None = None) -> list:
     """The trials that fill the study's n_trials: finished, failed or running, but not a surplus ask
     (OptunaSweeper.ask) and not a dead launch's trial that was asked again (its retry counts instead)."""
     import optuna
 
     S = optuna.trial.TrialState
-    trials = study.get_trials(deepcopy=False)
+    trials = study.get_trials(deepcopy=False) if trials is None else trials
     retried = {t.system_attrs.get("failed_trial") for t in trials} - {None}
     return [t for t in trials if t.state in (S.COMPLETE, S.PRUNED, S.FAIL, S.RUNNING)
             and not t.user_attrs.get("surplus") and not (t.state == S.FAIL and t.number in retried)]

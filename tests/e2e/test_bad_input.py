@@ -521,3 +521,15 @@ def test_enforce_tags_refuses_a_run_without_tags_and_ddp_sim_is_lhts_preset(tmp_
     assert run_of(["extras.enforce_tags=true", "tags=[first]"], tmp_path).tags == ["first"]
     sim = run_of(["trainer=ddp_sim"], tmp_path).trainer
     assert (sim.strategy, sim.accelerator, sim.devices) == ("ddp", "cpu", 2)
+
+
+def test_lht_path_anchors_root_dir_and_data_dir(tmp_path, monkeypatch):
+    """paths.root_dir and paths.data_dir (lightning-hydra-template's anchors) were missing: a data
+    path can now be written against them, and PROJECT_ROOT moves the root as LHT's .project-root does."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "corpus.txt").write_text("the dog runs .\nthe cats sleep .\n" * 20)
+    monkeypatch.chdir(tmp_path)
+    run = run_of(["data.corpus=${paths.data_dir}/corpus.txt"], tmp_path / "run")
+    assert run.data.corpus == str(tmp_path / "data" / "corpus.txt")
+    monkeypatch.setenv("PROJECT_ROOT", str(tmp_path / "elsewhere"))
+    assert run_of([], tmp_path / "run").config["paths"]["data_dir"] == str(tmp_path / "elsewhere" / "data")
