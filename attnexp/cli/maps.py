@@ -11,14 +11,16 @@ from attnexp.config import ConfigError, MapsConfig, from_dict
 
 USAGE = ('usage: python -m attnexp maps ckpt=PATH|hf=NAME-OR-FOLDER text="some text" [text="more"] '
          '[text_pair="second sentence"] [out=DIR] [max_tokens=64] [scale=row|head|log|linear] [long=blocks|first] '
-         '[bertviz=true]')
-KEYS = ("ckpt", "hf", "text", "text_pair", "out", "max_tokens", "scale", "long", "bertviz")
+         '[dtype=float16|float32] [bertviz=true]')
+HELP = (USAGE + "\n\n  dtype   the weights in maps.npz: float16 (the default, half the size: each weight is off by at most "
+        "2^-11 of itself, ~4.9e-4, and one below ~3e-8 is stored as 0) or float32 (exact)")
+KEYS = ("ckpt", "hf", "text", "text_pair", "out", "max_tokens", "scale", "long", "dtype", "bertviz")
 
 
 def parse(argv: list[str]) -> dict:
     args: dict = {"text": [], "text_pair": []}
     if any(a in ("-h", "--help") for a in argv):
-        print(USAGE)
+        print(HELP)
         raise SystemExit(0)
     for a in argv:
         key, sep, value = a.partition("=")
@@ -56,7 +58,7 @@ def maps_cli(argv: list[str]) -> int:
 def view_of(args: dict) -> MapsConfig:
     try:
         view = from_dict(MapsConfig, {k: int(v) if k == "max_tokens" else v for k, v in args.items()
-                                      if k in ("max_tokens", "scale", "long")}, "")
+                                      if k in ("max_tokens", "scale", "long", "dtype")}, "")
         view.validate()
     except ValueError as e:
         raise ConfigError(str(e)) from None

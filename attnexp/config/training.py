@@ -83,6 +83,9 @@ class MapsConfig:
     viewer_tokens: int = 128  # the viewer's heat maps at most this many (its text view shows every token)
     long: str = "blocks"  # longer sequences: blocks (pool neighbouring tokens, the whole map) | first (crop)
     scale: str = "row"  # colour: row (weight / its row's max) | head (/ the head's max) | log | linear (0..1)
+    # the weights' type in each snapshot (.npz): float16 (half the disk; a weight is off by at most 2^-11
+    # of itself, about 4.9e-4, and one below ~3e-8 is stored as 0) or float32 (exact, twice the size)
+    dtype: str = "float16"
     images_to_logger: bool = True  # PNG grids to TensorBoard / wandb (stats are always logged)
     # Per-head scalars (attn/L{l}H{h}/<stat>: ~21 a head, ~3,000 charts at GPT-2's 144 heads) are opt-in;
     # by default each statistic is a per-layer mean scalar and a histogram over every head per epoch
@@ -105,6 +108,7 @@ class MapsConfig:
         check(self.viewer_tokens >= 2, f"maps.viewer_tokens={self.viewer_tokens} must be >= 2")
         one_of(self.long, MAP_LONG, "maps.long")
         one_of(self.scale, tuple(MAP_SCALES), "maps.scale")
+        one_of(self.dtype, ("float16", "float32"), "maps.dtype")
         check(self.importance_examples >= 1, f"maps.importance_examples={self.importance_examples} must be >= 1")
         for key, on, module, extra in (("flow", self.flow, "scipy", "explain"), ("bertviz", self.bertviz, "bertviz", "hf")):
             check(not on or importlib.util.find_spec(module) is not None,

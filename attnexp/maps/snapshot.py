@@ -225,7 +225,7 @@ def head_pictures(a: Analysis, title: str) -> dict[str, tuple]:
 def save(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, per_head: dict, title: str,
          view: MapsConfig, analysis: Analysis | None = None, **meta) -> tuple[list, dict[str, tuple]]:
     """One snapshot of the probe set's maps, the same for the callback (epochNNN) and `attnexp maps`:
-    <stem>.npz (fp16 weights (L, B, H, T, T), tokens (B, T) and lengths (B,), each per-head quantity
+    <stem>.npz (weights (L, B, H, T, T) as view.dtype, float16 by default, tokens (B, T) and lengths (B,), each per-head quantity
     (`per_head` and the analysis's scores) as its member, roles (L, H), rollout_exK / flow_exK (n, n),
     relevance_*_exK and `meta`), <stem>_roles.png and <stem>_importance.png (`head_pictures`), and a
     PNG grid per example, <stem>_exK.png, its heads titled with their roles (or their alignment
@@ -238,7 +238,7 @@ def save(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, per_head: dict, 
     values = {**per_head, **(a.scores if a else {})}
     members = {quantities.member(k): v for k, v in values.items()}
     T = max(probe.lengths)  # tokens as a (B, T) string array padded with "": no pickled objects, np.load reads it safely
-    np.savez_compressed(out_dir / f"{stem}.npz", weights=w.astype(np.float16), lengths=np.array(probe.lengths),
+    np.savez_compressed(out_dir / f"{stem}.npz", weights=w.astype(np.dtype(view.dtype)), lengths=np.array(probe.lengths),
                         tokens=np.array([list(t) + [""] * (T - len(t)) for t in probe.tokens], dtype=str),
                         **members, **(analysis_members(a) if a else {}), **meta)
     pictures = head_pictures(a, title) if a is not None else {}

@@ -533,3 +533,20 @@ def test_lht_path_anchors_root_dir_and_data_dir(tmp_path, monkeypatch):
     assert run.data.corpus == str(tmp_path / "data" / "corpus.txt")
     monkeypatch.setenv("PROJECT_ROOT", str(tmp_path / "elsewhere"))
     assert run_of([], tmp_path / "run").config["paths"]["data_dir"] == str(tmp_path / "elsewhere" / "data")
+
+
+def test_maps_dtype_chooses_the_saved_precision(trained, tmp_path, capsys):
+    """Snapshots were float16 with no way to ask for more and no word in `attnexp maps --help`."""
+    import numpy as np
+
+    from attnexp.cli import main
+
+    for dtype in ("float16", "float32"):
+        assert main(["maps", f"ckpt={trained[1]}", "text=the dog runs .", f"out={tmp_path / dtype}", f"dtype={dtype}"]) == 0
+        with np.load(tmp_path / dtype / "maps.npz") as z:
+            assert z["weights"].dtype == np.dtype(dtype)
+    assert main(["maps", f"ckpt={trained[1]}", "text=the dog", f"out={tmp_path / 'x'}", "dtype=float64"]) == 2
+    assert "maps.dtype='float64' is not one of: float16, float32" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["maps", "--help"])
+    assert "float16 (the default, half the size" in capsys.readouterr().out
