@@ -22,10 +22,10 @@ ON_SLURM = ["hydra/launcher=slurm", "hydra.launcher.partition=debug", "hydra.lau
             "maps.n_examples=2", "threads=1", "resume=auto"]
 
 
-def sweep(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
+def sweep(args: list[str], env: dict, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
     env = {**env, "PYTHONWARNINGS": "ignore", "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO)])}
     return subprocess.run([sys.executable, "-m", "attnexp", "train", "-m", *ON_SLURM, *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def summaries(root: Path) -> list[dict]:
@@ -58,7 +58,7 @@ def test_a_job_past_its_time_limit_is_requeued_and_resumes_to_completion(cluster
     (~80 s of training here): 30 finished in 41 s on a quiet machine, before the signal came."""
     r = sweep(["seed=0", "trainer.max_epochs=60", "data.n_sentences=3000", "hydra.launcher.timeout_min=2",
                "hydra.launcher.signal_delay_s=60", "hydra.launcher.max_num_timeout=5", f"hydra.sweep.dir={tmp_path}"],
-              cluster, tmp_path)
+              cluster, tmp_path, timeout=1800)  # on a machine half as fast: 4-5 requeues, each 2 min in BeginTime
     assert r.returncode == 0, r.stderr[-3000:]
     (done,) = summaries(tmp_path)
     assert done["status"] == "completed" and done["epochs"] == 60, done["status"]
