@@ -39,14 +39,11 @@ def study_runs(name: str | None, url: str | None) -> list[Path]:
         import optuna
     except ImportError:
         raise CompareError("study= needs Optuna: pip install 'attnexp[sweep]'") from None
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = url
-    if url.startswith("journal:"):
-        from optuna.storages.journal import JournalFileBackend
+    from attnexp.compat.optuna import storage
 
-        storage = optuna.storages.JournalStorage(JournalFileBackend(url[len("journal:"):]))
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
-        trials = optuna.load_study(study_name=name, storage=storage).get_trials(deepcopy=False)
+        trials = optuna.load_study(study_name=name, storage=storage(url)).get_trials(deepcopy=False)
     except KeyError:
         raise CompareError(f"no study {name!r} in {url}") from None
     except Exception as e:  # noqa: BLE001 - SQLAlchemy's and the drivers' own errors

@@ -11,6 +11,7 @@ import lightning as L
 import torch
 
 from attnexp.compat.lightning import on_last_batch, request_stop
+from attnexp.compat.optuna import storage as optuna_storage
 from attnexp.config import TrialRef
 from attnexp.training.stops import Diverged, Pruned, StopSignals
 
@@ -113,12 +114,7 @@ class OptunaPruning(L.Callback):
             r = self.ref
             pruner = (optuna.pruners.NopPruner() if r.pruner == "none" else
                       optuna.pruners.MedianPruner(n_startup_trials=r.n_startup_trials, n_warmup_steps=r.n_warmup_steps))
-            storage = r.storage
-            if storage.startswith("journal:"):  # hydra.sweeper.storage=journal:FILE (the sweeper's JournalStorage)
-                from optuna.storages.journal import JournalFileBackend
-
-                storage = optuna.storages.JournalStorage(JournalFileBackend(storage[len("journal:"):]))
-            study = optuna.load_study(study_name=r.study_name, storage=storage, pruner=pruner)
+            study = optuna.load_study(study_name=r.study_name, storage=optuna_storage(r.storage), pruner=pruner)
             # Optuna's own workers build a Trial this way for a trial another process asked for.
             trial_id = study._storage.get_trial_id_from_study_id_trial_number(study._study_id, self.ref.number)
             self._trial = optuna.trial.Trial(study, trial_id)

@@ -25,6 +25,10 @@ from hydra.core.plugins import Plugins
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
+from attnexp.compat.optuna import JOURNAL
+from attnexp.compat.optuna import storage as journal_or_url
+from hydra_plugins.attnexp_optuna_sweeper.storage import SweepError, check_server, check_sqlite, dashboard_command
+
 log = logging.getLogger(__name__)
 
 
@@ -135,12 +139,9 @@ class OptunaSweeper(Sweeper):
         url = self.s.storage
         if not url:
             return None
-        if url.startswith("journal:"):
-            from optuna.storages.journal import JournalFileBackend
-
-            path = Path(url[len("journal:"):])
-            path.parent.mkdir(parents=True, exist_ok=True)
-            return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+        if url.startswith(JOURNAL):
+            Path(url[len(JOURNAL):]).parent.mkdir(parents=True, exist_ok=True)
+            return journal_or_url(url)
         # the callback's keyword was renamed in Optuna 4.9 (the old one warns, and goes in 6.0)
         key = ("heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in
                inspect.signature(optuna.storages.RDBStorage).parameters else "failed_trial_callback")
@@ -236,7 +237,7 @@ class OptunaSweeper(Sweeper):
 
     def storage_beats(self) -> bool:
         """Whether the storage keeps heartbeats (an RDB): a journal file or memory does not."""
-        return bool(self.s.storage) and not self.s.storage.startswith("journal:")
+        return bool(self.s.storage) and not self.s.storage.startswith(JOURNAL)
 
     def say_done(self, study) -> None:
         """A launch that found nothing to run: the study's state and its best trial, and no sweep
@@ -333,24 +334,6 @@ def counted(study, trials: list | None = None) -> list:
             and not t.user_attrs.get("surplus") and not (t.state == S.FAIL and t.number in retried)]
 
 
-def dashboard_command(url: str | None) -> str | None:
-    """The optuna-dashboard command for a study's storage (a server's password shown as ***)."""
-    import shlex
-
-    if not url:
-        return None
-    if url.startswith("journal:"):
-        return f"optuna-dashboard {shlex.quote(url[len('journal:'):])}"
-    if not url.startswith("sqlite"):
-        try:
-            from sqlalchemy.engine import make_url
-
-            url = make_url(url).render_as_string(hide_password=True)
-        except Exception:  # noqa: BLE001 - an unparsable URL was refused before the sweep started
-            pass
-    return f"optuna-dashboard {shlex.quote(url)}"
-
-
 def launch_seed(base: int | None, launch: str) -> int | None:
     """This launch's sampler seed: None stays None (Optuna draws one); else one derived from the base
     seed, the launch (host:pid) and the time, so launches on one study never ask alike."""
@@ -360,48 +343,6 @@ def launch_seed(base: int | None, launch: str) -> int | None:
 
     digest = hashlib.sha256(f"{base}:{launch}:{time.time_ns()}".encode()).digest()
     return int.from_bytes(digest[:4], "little")
-
-
-def check_server(url: str) -> None:
-    """A database server's storage, checked before the sweep starts: reachable, the password right, and
-    the database Optuna's (empty, or holding only an Optuna study's tables); one line each, nothing
-    written into a database that is not Optuna's. A journal file is checked by its folder."""
-    if url.startswith("journal:"):
-        path = Path(url[len("journal:"):])
-        if path.is_dir():
-            raise SweepError(f"hydra.sweeper.storage: {path} is a folder; give a file for the journal, e.g. "
-                             f"hydra.sweeper.storage=journal:{path}/study.log")
-        return
-    try:
-        from sqlalchemy import create_engine, inspect
-        from sqlalchemy.engine import make_url
-        from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
-    except ImportError:
-        raise SweepError("hydra.sweeper.storage: a database server needs SQLAlchemy: pip install 'attnexp[sweep]'") from None
-    try:
-        shown = make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        raise SweepError(f"hydra.sweeper.storage={url!r} is not a database URL; e.g. sqlite:///study.db, "
-                         f"postgresql+psycopg://USER:PASSWORD@HOST:5432/DB or journal:FILE") from None
-    try:
-        engine = create_engine(url, connect_args={"connect_timeout": 5} if url.startswith("postgresql") else {})
-    except (NoSuchModuleError, ImportError, ModuleNotFoundError) as e:
-        raise SweepError(f"hydra.sweeper.storage: {shown} needs a driver that is not installed ({e}); for PostgreSQL: "
-                         f"pip install 'attnexp[sweep]' (psycopg) and write postgresql+psycopg://...") from None
-    try:
-        with engine.connect() as conn:
-            tables = set(inspect(conn).get_table_names())
-    except SQLAlchemyError as e:
-        first = " ".join(str(getattr(e, "orig", None) or e).split())[:160]
-        raise SweepError(f"hydra.sweeper.storage: cannot use {shown}: {first}; check that the server runs, the "
-                         f"address, the user and the password") from None
-    finally:
-        engine.dispose()
-    foreign = sorted(tables - OPTUNA_TABLES)
-    if foreign:
-        raise SweepError(f"hydra.sweeper.storage: {shown} is another tool's database (it holds tables "
-                         f"{', '.join(foreign[:4])}{' ...' if len(foreign) > 4 else ''}, which no Optuna study has); "
-                         f"give Optuna a database of its own (CREATE DATABASE optuna)")
 
 
 def require_optuna():
@@ -415,43 +356,6 @@ def require_optuna():
     # the sweeper asks and tells (one trial a Hydra job) and records the heartbeats itself (Heartbeat)
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
     return optuna
-
-
-# Every table Optuna's RDB storage makes (optuna/storages/_rdb/models.py) and alembic's own: a study
-# file holding any other table is another tool's database, and Optuna would add its tables to it.
-OPTUNA_TABLES = {"studies", "study_directions", "study_user_attributes", "study_system_attributes", "trials",
-                 "trial_user_attributes", "trial_system_attributes", "trial_params", "trial_values",
-                 "trial_intermediate_values", "trial_heartbeats", "version_info", "alembic_version"}
-
-
-def check_sqlite(path: Path) -> None:
-    """A study file that exists is a whole SQLite database holding only an Optuna study's tables,
-    or one line saying what it is; it is opened read-only, so a refused file stays byte-identical."""
-    if path.is_dir():
-        raise SweepError(f"hydra.sweeper.storage: {path} is a folder; give a file for the study, e.g. "
-                         f"hydra.sweeper.storage=sqlite:///{path}/study.db")
-    if not path.exists():
-        return
-    with open(path, "rb") as f:
-        head = f.read(16)
-    problem = None if head == b"SQLite format 3\x00" else "not an SQLite database"
-    if problem is None:
-        import sqlite3
-
-        try:
-            with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-                ok = db.execute("PRAGMA quick_check").fetchone()[0]
-                tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            problem = None if ok == "ok" else f"a damaged SQLite database ({ok[:60]})"
-            foreign = sorted(t for t in tables - OPTUNA_TABLES if not t.startswith("sqlite_"))
-            if problem is None and foreign:
-                problem = (f"another tool's database (it holds tables {', '.join(foreign[:4])}"
-                           f"{' ...' if len(foreign) > 4 else ''}, which no Optuna study has)")
-        except sqlite3.DatabaseError as e:
-            problem = f"a damaged SQLite database ({e})"
-    if problem:
-        raise SweepError(f"hydra.sweeper.storage: {path} is {problem}; give a new file name, or move it away to "
-                         f"start the study afresh")
 
 
 def precheck(hydra_cfg) -> str | None:
@@ -469,10 +373,6 @@ def precheck(hydra_cfg) -> str | None:
     except SweepError as e:
         return str(e)
     return None
-
-
-class SweepError(ValueError):
-    """A sweep that cannot start, said in one line by the command line."""
 
 
 def outcome(ret):
