@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+pytest_plugins = ["helpers.forged"]  # the `trained` checkpoint fixture, shared by the bad-input test files
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never download: a hub name must fail at once, not after retries
 
 
