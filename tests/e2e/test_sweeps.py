@@ -301,11 +301,15 @@ def test_two_launches_on_one_optuna_study_both_finish_and_lose_nothing(tmp_path)
     assert first.returncode == 0, err[-3000:]
     assert second.returncode == 0, second.stderr[-3000:]
     study = optuna.load_study(study_name="t", storage=f"sqlite:///{db}")
-    states = [t.state for t in study.trials]
-    assert len(states) >= 4 and all(s in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
-                                    for s in states), states
+    # a trial both launches asked for at once past n_trials is told FAIL at once, marked `surplus`, and
+    # never run (CI saw one: 1 complete, 3 pruned and a FAIL, which the test had taken for a lost trial)
+    ran = [t for t in study.trials if not t.user_attrs.get("surplus")]
+    surplus = [t for t in study.trials if t.user_attrs.get("surplus")]
+    assert len(ran) == 4 and all(t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+                                 for t in ran), [(t.number, t.state, t.user_attrs) for t in study.trials]
+    assert all(t.state == optuna.trial.TrialState.FAIL and "run_dir" not in t.user_attrs for t in surplus)
     runs = [json.loads(p.read_text()) for p in tmp_path.rglob("summary.json")]
-    assert len(runs) == len(states) and all(r["status"] in ("completed", "pruned") for r in runs)
+    assert len(runs) == len(ran) and all(r["status"] in ("completed", "pruned") for r in runs)
     assert "UpdateFinishedTrialError" not in err + second.stderr
 
 
