@@ -24,7 +24,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LOCK = REPO / "requirements" / "lock.txt"
-EXTRAS = "test,docs,sweep,mlflow,cluster,hf,notebook,explain,newsgroups"
+EXTRAS = "test,docs,sweep,mlflow,cluster,hf,notebook,explain,newsgroups,timeline"
 TORCH = "torch==2.13.0"  # the CPU wheel on this machine's disk; a GPU machine installs its own first
 LEFT_OUT = ("torch", "attnexp", "nvidia-", "triton", "pip", "setuptools", "wheel")  # your hardware's, or ours
 

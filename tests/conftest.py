@@ -11,6 +11,19 @@ pytest_plugins = ["helpers.forged"]  # the `trained` checkpoint fixture, shared 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never download: a hub name must fail at once, not after retries
 
 
+def pytest_configure(config):
+    """Under pytest-xdist (`-n 2`, as CI runs), each worker gets its share of the cores: torch's
+    default (every core, in each of the workers) oversubscribes them, and OpenMP threads then wait
+    on each other. The CLI subprocesses the tests start inherit it (OMP_NUM_THREADS)."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers:
+        share = max(1, (os.cpu_count() or 1) // int(workers))
+        os.environ["OMP_NUM_THREADS"] = str(share)
+        import torch
+
+        torch.set_num_threads(share)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_dynamo_for_flex(request):
     """FlexAttention compiles its call even on the CPU. torch 2.13's dynamo raises a TypeError while

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from helpers.runs import (
@@ -18,6 +19,7 @@ CUDA = torch.cuda.is_available()
 TINY = ["trainer.max_epochs=1", "data.n_sentences=300", "logger=none", "maps.enabled=false", "test=false"]
 
 
+@pytest.mark.slow  # ~2.5 minutes of subprocesses: the largest single test of the default set before
 def test_gpu_suite_smoke_runs_every_part(tmp_path):
     r = subprocess.run([sys.executable, "scripts/gpu/suite.py", "--smoke", f"--out={tmp_path}"], cwd=REPO,
                        capture_output=True, text=True, timeout=600)

@@ -115,3 +115,13 @@ def test_every_table_row_has_its_headers_cells():
                 bad += [f"{page.name}: {row[:60]}" for row, n in zip(table, cells) if n != cells[0]]
             table = []
     assert not bad, bad
+
+
+def test_ci_runs_the_readmes_test_command():
+    """.ci/run installs and tests with the README's second command (pip's -q and pytest's --durations
+    aside): a change to one that the other misses fails here."""
+    readme = (REPO / "README.md").read_text()
+    line = next(x for x in readme.splitlines() if x.startswith("python3 -m venv") and "python -m pytest" in x)
+    command = line.split(" && . .venv/bin/activate && ", 1)[1]
+    ci = (REPO / ".ci" / "run").read_text().replace(" -q", "").replace(" --durations=15", "")
+    assert command in ci, command
