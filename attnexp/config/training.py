@@ -100,6 +100,15 @@ class MapsConfig:
     rollout: bool = True  # attention rollout through every layer (Abnar & Zuidema 2020)
     flow: bool = False  # attention flow: exact max-flow, n^2 problems an example (costly; needs scipy)
     relevance: bool = True  # classifiers: each token's relevance to the predicted / true class (Chefer et al. 2021)
+    # The heads over training (attnexp.heads.timeline): a light reading of every head's numbers on the probe
+    # batch (no pictures) after these steps, appended to maps/timeline.jsonl: `timeline_points` steps spaced
+    # evenly in log(step) (dense early, where heads form), or every `every_n_steps` steps when that is set
+    timeline: bool = True
+    timeline_points: int = 64
+    every_n_steps: int = 0
+    # the steps where each head became what it is (ruptures' PELT): null = when ruptures is installed
+    # (pip install 'attnexp[timeline]'), true = required, false = off
+    change_points: bool | None = None
 
     def validate(self) -> None:
         check(self.every_n_epochs >= 1, f"maps.every_n_epochs={self.every_n_epochs} must be >= 1")
@@ -110,6 +119,12 @@ class MapsConfig:
         one_of(self.scale, tuple(MAP_SCALES), "maps.scale")
         one_of(self.dtype, ("float16", "float32"), "maps.dtype")
         check(self.importance_examples >= 1, f"maps.importance_examples={self.importance_examples} must be >= 1")
+        check(self.timeline_points >= 2, f"maps.timeline_points={self.timeline_points} must be >= 2")
+        check(self.every_n_steps >= 0, f"maps.every_n_steps={self.every_n_steps} must be >= 0 (0: the log-spaced schedule)")
+        if self.change_points:
+            from attnexp.heads import timeline
+
+            check(timeline.available(), f"maps.change_points=true: {timeline.NEEDS}")
         for key, on, module, extra in (("flow", self.flow, "scipy", "explain"), ("bertviz", self.bertviz, "bertviz", "hf")):
             check(not on or importlib.util.find_spec(module) is not None,
                   f"maps.{key}=true needs {module}: pip install 'attnexp[{extra}]' (or set maps.{key}=false)")

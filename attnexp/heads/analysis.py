@@ -65,12 +65,8 @@ def analyse(model, probe: Probe, w: np.ndarray, pad_id: int, cfg: MapsConfig, ct
     """Every method `cfg` turns on, for the maps `w` (L, B, H, T, T) of `probe` through `model`."""
     a = Analysis()
     if cfg.roles:
-        a.scores.update(roles.pattern_scores(w, probe.lengths, probe.tokens, ctx.causal))
-        if ctx.causal and ctx.induction_ids:
-            ids, ctl = ctx.induction_ids, roles.induction_control(ctx.induction_ids)
-            both = attention_maps(model, Probe([ids, ctl], [[""] * len(ids)] * 2), pad_id)  # one pass, B = 2
-            a.scores.update(roles.induction_scores(both[:, :1], (len(ids) - 1) // 2, control=both[:, 1:]))
-        elif ctx.causal:
+        a.scores.update(pattern_scores(model, probe, w, pad_id, ctx))
+        if ctx.causal and not ctx.induction_ids:
             a.skipped["induction"] = ("the vocabulary, model.max_len or the examples are too short for a repeated random "
                                       "sequence of 4 tokens")
         a.roles = roles.assign(a.scores)
@@ -92,6 +88,18 @@ def analyse(model, probe: Probe, w: np.ndarray, pad_id: int, cfg: MapsConfig, ct
             a.notes["relevance"] = ("gradient x attention takes the signed maps as they were applied and keeps the "
                                     "positive part of each product, as its authors do")
     return a
+
+
+def pattern_scores(model, probe: Probe, w: np.ndarray, pad_id: int, ctx: Context) -> dict[str, np.ndarray]:
+    """Each head's pattern scores on the maps `w` of `probe` (heads.roles), and on a causal model the
+    induction pair on the repeated random sequence and its control (one more pass, B = 2): the scores
+    roles are assigned from, at every snapshot and every light reading of the timeline alike."""
+    out = roles.pattern_scores(w, probe.lengths, probe.tokens, ctx.causal)
+    if ctx.causal and ctx.induction_ids:
+        ids, ctl = ctx.induction_ids, roles.induction_control(ctx.induction_ids)
+        both = attention_maps(model, Probe([ids, ctl], [[""] * len(ids)] * 2), pad_id)
+        out.update(roles.induction_scores(both[:, :1], (len(ids) - 1) // 2, control=both[:, 1:]))
+    return out
 
 
 def _rollout_and_flow(a: Analysis, w: np.ndarray, probe: Probe, cfg: MapsConfig, ctx: Context) -> None:

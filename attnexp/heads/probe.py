@@ -66,3 +66,24 @@ def attention_maps(model, probe: Probe, pad_id: int) -> np.ndarray:
     w = torch.stack(out.attn).float()  # (L, B, H, T, T)
     w = w * pad_mask[None, :, None, :, None] * pad_mask[None, :, None, None, :]
     return w.cpu().numpy()
+
+
+@torch.no_grad()
+def maps_and_token_loss(model, probe: Probe, pad_id: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """One pass: the maps as `attention_maps` gives them, and for a causal language model each
+    position's next-token loss (B, T-1) (positions past an example's end are 0), else None."""
+    import torch.nn.functional as F
+
+    with eval_mode(model):
+        device = next(model.parameters()).device
+        ids, pad_mask = probe.batch(pad_id, device)
+        types = None if probe.types is None else pad(probe.types, 0)[0].to(device)
+        out = model(ids, pad_mask, need_weights=True, **({} if types is None else {"token_type_ids_BT": types}))
+    w = torch.stack(out.attn).float()
+    w = w * pad_mask[None, :, None, :, None] * pad_mask[None, :, None, None, :]
+    loss = None
+    if model.head_kind == "lm" and model.a.causal:
+        logits = out.logits[:, :-1].float()
+        loss = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none") * pad_mask[:, 1:]
+        loss = loss.cpu().numpy()
+    return w.cpu().numpy(), loss

@@ -219,3 +219,67 @@ def roles(roles_LH: np.ndarray, scores: dict[str, np.ndarray], title: str) -> Im
     for head in range(H):
         d.text((left + head * cell + cell / 2, top + L * cell + 10), f"H{head}", fill=INK, font=small, anchor="mm")
     return img
+
+
+TIMELINE_SHOWN = ("prev_token", "induction", "to_first")  # the role scores a timeline picture shows, where present
+
+
+def timeline(t, formations: list, changes: list, title: str) -> Image.Image:
+    """The heads over training (heads.timeline): for each role score, a strip with a row per head
+    (L0H0 .. down) and a column per reading (readings are log-spaced by default, so columns are
+    nearly log(step)), viridis 0 .. 1; a red outline where a head became that role; under them the
+    training loss and the in-context score on the same columns, a dashed line at each of their
+    change points. Step numbers under the last panel."""
+    names = [n for n in TIMELINE_SHOWN if t.curve(n) is not None]
+    steps = t.steps
+    N, LH = len(steps), t.layers * t.heads
+    font, small = _font(12), _font(10)
+    left, right, top, col = 56, 16, 40, max(4, min(16, 900 // max(N, 1)))
+    row = max(3, min(12, 160 // max(LH, 1)))
+    width = left + N * col + right
+    curve_h = 70
+    height = top + len(names) * (LH * row + 22) + 2 * (curve_h + 22) + 34
+    img = Image.new("RGB", (max(width, 480), height), BG)
+    d = ImageDraw.Draw(img)
+    d.text((8, 6), f"heads over training · {title}", fill=INK, font=font)
+    d.text((8, 22), f"{N} readings, steps {int(steps[0]) if N else 0}..{int(steps[-1]) if N else 0}; red: the reading a "
+           "head became its role", fill=GREY, font=small)
+    y = top
+    for name in names:
+        v = np.clip(t.curve(name).reshape(N, LH).T, 0, 1)  # (LH, N)
+        d.text((8, y + 2), name.replace("_", " "), fill=INK, font=small)
+        y += 14
+        img.paste(Image.fromarray(colours(v, False)).resize((N * col, LH * row), Image.NEAREST), (left, y))
+        for layer in range(t.layers):
+            d.text((left - 4, y + layer * t.heads * row + t.heads * row / 2), f"L{layer}", fill=INK, font=small, anchor="rm")
+        for f in formations:
+            if f.quantity == name and f.step in steps:
+                k = int(np.searchsorted(steps, f.step))
+                r = f.layer * t.heads + f.head
+                d.rectangle([left + k * col, y + r * row, left + (k + 1) * col - 1, y + (r + 1) * row - 1],
+                            outline=(214, 39, 40), width=2)
+        y += LH * row + 8
+    for name, label in (("loss", "training loss"), ("icl", "in-context score (late - early loss)")):
+        x = t.scalar(name)
+        d.text((8, y), label, fill=INK, font=small)
+        y += 14
+        d.rectangle([left, y, left + N * col, y + curve_h], outline=(220, 220, 220))
+        ok = np.isfinite(x)
+        if ok.sum() >= 2:
+            lo, hi = float(np.nanmin(x)), float(np.nanmax(x))
+            span = (hi - lo) or 1.0
+            pts = [(left + (k + 0.5) * col, y + curve_h - 4 - (x[k] - lo) / span * (curve_h - 8)) for k in np.flatnonzero(ok)]
+            d.line(pts, fill=(31, 119, 180), width=2)
+            d.text((left - 4, y + 4), f"{hi:.2f}", fill=GREY, font=small, anchor="rt")
+            d.text((left - 4, y + curve_h - 4), f"{lo:.2f}", fill=GREY, font=small, anchor="rb")
+        for c in changes:
+            if c.name == name and c.step in steps:
+                xk = left + int(np.searchsorted(steps, c.step)) * col
+                for yy in range(y, y + curve_h, 6):
+                    d.line([(xk, yy), (xk, yy + 3)], fill=(214, 39, 40), width=1)
+        y += curve_h + 8
+    every = max(1, N // 8)
+    for k in range(0, N, every):
+        d.text((left + (k + 0.5) * col, y), str(int(steps[k])), fill=GREY, font=small, anchor="mt")
+    d.text((left + N * col, y + 14), "step", fill=GREY, font=small, anchor="rt")
+    return img

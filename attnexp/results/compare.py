@@ -116,7 +116,30 @@ class Table:
         return any(len(idx) > 1 for _, idx in self.groups())
 
 
+def formations(s: dict) -> list[dict]:
+    """The run's head formations (heads.timeline: summary.json's attention_maps.timeline), by step."""
+    t = (s.get("attention_maps") or {}).get("timeline")
+    found = t.get("formations") if isinstance(t, dict) else None
+    return [f for f in found if isinstance(f, dict) and isinstance(f.get("step"), int)] if isinstance(found, list) else []
+
+
+def first_formed(s: dict, role: str) -> int | None:
+    """The step the run's first head of `role` formed at, or None."""
+    return min((f["step"] for f in formations(s) if f.get("role") == role), default=None)
+
+
+def formed_said(s: dict) -> str:
+    """Each role's first formation: 'previous 96 · induction 162'."""
+    firsts: dict[str, int] = {}
+    for f in formations(s):
+        firsts.setdefault(str(f.get("role")), f["step"])
+    return " · ".join(f"{r} {step}" for r, step in sorted(firsts.items(), key=lambda kv: kv[1])[:4])
+
+
 def value(s: dict, key: str) -> float | None:
+    if key == "induction step":
+        v = first_formed(s, "induction")
+        return None if v is None else float(v)
     m = s.get("metrics") or {}
     v = {"best": (m.get("best") or {}).get("value"), "time": s.get("train_time_s"), "tokens/s": s.get("tokens_per_s"),
          "memory MB": peak_mb(s)}.get(key, (m.get("test") or {}).get(key))
@@ -141,6 +164,7 @@ def rows_of(summaries: list[tuple[Path, dict]]) -> tuple[list[str], list[dict]]:
         row["time"] = f"{s['train_time_s']:.1f}s" if s.get("train_time_s") is not None else ""
         row["tokens/s"] = f"{s['tokens_per_s']:.0f}" if s.get("tokens_per_s") else ""
         row["params"] = (s.get("model") or {}).get("n_params", "")
+        row["heads formed"] = formed_said(s)
         if s.get("status") not in (None, Status.COMPLETED, Status.RUNNING):
             row["error"] = (s.get("error") or "")[:80]
         rows.append(row)
@@ -149,7 +173,7 @@ def rows_of(summaries: list[tuple[Path, dict]]) -> tuple[list[str], list[dict]]:
         for r in rows:
             r["ranked with"] = r["_kind"]
     cols = ["run", *t.varying, "status", *(["ranked with"] if len(kinds) > 1 else []), "best", *t.test_keys, "epochs",
-            "time", "tokens/s", "params"]
+            "time", "tokens/s", "params", *(["heads formed"] if any(r["heads formed"] for r in rows) else [])]
     if any("error" in r for r in rows):
         cols.append("error")
     return cols, rows
@@ -177,7 +201,7 @@ def group_rows(t: Table) -> tuple[list[str], list[dict]]:
         for s in runs:
             statuses[status_of(s).split(" (")[0]] = statuses.get(status_of(s).split(" (")[0], 0) + 1
         row = {**st, "runs": ", ".join(f"{n} {k}" for k, n in statuses.items()), "_values": {}}
-        for key in ("best", *t.test_keys, "time", "tokens/s", "memory MB"):
+        for key in ("best", *t.test_keys, "time", "tokens/s", "memory MB", "induction step"):
             xs = [v for s in ok if (v := value(s, key)) is not None]
             row["_values"][key] = xs
             row[f"_{key}"] = stats(xs)
@@ -201,8 +225,11 @@ def group_rows(t: Table) -> tuple[list[str], list[dict]]:
         r["time"] = "" if r["_time"]["mean"] is None else f"{r['_time']['mean']:.1f}s"
         r["tokens/s"] = "" if r["_tokens/s"]["mean"] is None else f"{r['_tokens/s']['mean']:.0f}"
         r["memory MB"] = "" if r["_memory MB"]["mean"] is None else f"{r['_memory MB']['mean']:.0f}"
+        ind = r["_induction step"]
+        r["induction step"] = "" if ind["mean"] is None else f"{ind['mean']:.0f} ± {ind['std']:.0f} ({ind['n']} formed)"
     rows.sort(key=lambda r: (r["_best"]["mean"] is None, -(r["_best"]["mean"] or 0) if higher else (r["_best"]["mean"] or 0)))
-    cols = [*t.group_keys, "runs", label, "95% interval", "vs best", *t.test_keys, "time", "tokens/s", "memory MB"]
+    cols = [*t.group_keys, "runs", label, "95% interval", "vs best", *t.test_keys, "time", "tokens/s", "memory MB",
+            *(["induction step"] if any(r["induction step"] for r in rows) else [])]
     return cols, rows
 
 

@@ -68,7 +68,25 @@ def end_of_run(s: dict) -> str:
         best_head = f" · best head L{al['layer']}H{al['head']} (alignment {al['best']:.2f})" if al else ""
         viewer = _rel(str(Path(maps) / "viewer.html"), root)
         lines.append(f"  maps     {viewer} · {_rel(maps, root)}/evolution_ex*.gif{best_head}")
+    heads = heads_line(s, root)
+    if heads:
+        lines.append(heads)
     return "\n".join(lines)
+
+
+def heads_line(s: dict, root: Path) -> str | None:
+    """What the heads timeline found: the first formations (heads.timeline) and its picture."""
+    t = (s.get("attention_maps") or {}).get("timeline")
+    if not isinstance(t, dict):
+        return None
+    formed = [f for f in t.get("formations") or [] if isinstance(f, dict)]
+    said = [f"L{f.get('layer')} H{f.get('head')} {f.get('role')} at step {f.get('step')}" for f in formed[:3]]
+    if len(formed) > 3:
+        said.append(f"{len(formed) - 3} more")
+    what = ("formed: " + ", ".join(said)) if said else (t.get("change_points_skipped") and "change points not sought") or \
+        "no head changed role abruptly"
+    picture = Path(str(t.get("file", ""))).with_name("timeline.png")
+    return f"  heads    {what} · {t.get('readings', 0)} readings · {_rel(str(picture), root)}"
 
 
 def time_said(s: dict) -> str:

@@ -2,8 +2,10 @@
 `start` snapshot: the pretrained weights of a fine-tune, the initialisation otherwise) and every
 `every_n_epochs`, logs grids + per-head statistics to the configured loggers, including how far
 each head moved from its start (`drift`), and saves them under <run>/maps/; at the end of training
-it writes a GIF per example and viewer.html. The maps themselves (probe, statistics, pictures,
-viewer) are attnexp.maps's; this is the training-time driver."""
+it writes a GIF per example and viewer.html. Between them, on a step schedule dense early
+(maps.timeline), a light reading of every head's numbers (no pictures) goes to maps/timeline.jsonl,
+and at the end the steps where heads formed (heads.timeline). The maps themselves (probe,
+statistics, pictures, viewer) are attnexp.maps's; this is the training-time driver."""
 
 from __future__ import annotations
 
@@ -17,9 +19,10 @@ from PIL import Image
 
 from attnexp.compat.lightning import steps_logged
 from attnexp.config import ALIGN_BEST, MapsConfig
-from attnexp.heads import quantities
-from attnexp.heads.analysis import Analysis, Context, analyse, context_of
-from attnexp.heads.probe import Probe, attention_maps, probe_from
+from attnexp.heads import quantities, roles
+from attnexp.heads import timeline as tl
+from attnexp.heads.analysis import Analysis, Context, analyse, context_of, pattern_scores
+from attnexp.heads.probe import Probe, attention_maps, maps_and_token_loss, probe_from
 from attnexp.heads.quantities import Maps
 from attnexp.maps import render, snapshot
 from attnexp.maps.html import Viewer
@@ -43,6 +46,11 @@ class AttentionMaps(L.Callback):
         self._ctx: Context | None = None  # what the analysis needs besides the maps (built once)
         self._class_names: list[str] | None = None
         self._laid_out = False  # the dashboards' chart layout is written with the first snapshot's scalars
+        self._schedule: frozenset[int] = frozenset()  # the steps a light reading is taken after (maps.timeline)
+        self._read_through = -1  # the last step read (every rank keeps it; rank 0 reads)
+        self._resume_read: int | None = None  # the last step the resumed checkpoint had read
+        self._writer: tl.Writer | None = None
+        self.timeline_summary: dict | None = None  # what summary.json says of the timeline (at the end)
 
     def setup(self, trainer, pl_module, stage):
         self._stage = stage  # runs before a checkpoint is restored
@@ -53,16 +61,23 @@ class AttentionMaps(L.Callback):
     # A resumed run picks up the snapshots of its earlier part from <run>/maps/, so the viewer and
     # the GIFs cover the whole run; only the list of epochs travels in the checkpoint.
     def state_dict(self) -> dict:
-        return {"epochs": self.viewer.epochs if self.viewer else [], "last_alignment": self.last_alignment}
+        return {"epochs": self.viewer.epochs if self.viewer else [], "last_alignment": self.last_alignment,
+                "timeline_step": self._read_through}
 
     def load_state_dict(self, state: dict) -> None:
         if getattr(self, "_stage", "fit") == "fit":  # not trainer.test(ckpt_path=best)'s restore
             self._resumed_epochs, self.last_alignment = state["epochs"], state["last_alignment"]
+            self._resume_read = state.get("timeline_step")
 
     def on_fit_start(self, trainer, pl_module):
         if self.probe is None:
             return
         start = self.dir / f"{snapshot.stem(snapshot.START)}.npz"
+        if self.cfg.timeline and trainer.is_global_zero:
+            m = pl_module.model.m  # the model's own sizes (a pretrained one's come from its checkpoint)
+            self._writer = tl.Writer(self.dir / tl.FILE, m.n_layers, m.n_heads)
+            self._writer.start(keep_through=self._resume_read if trainer.ckpt_path else None)
+            self._read_through = self._resume_read if trainer.ckpt_path and self._resume_read is not None else -1
         if trainer.ckpt_path:  # a resumed run: its first part took the start; the model now is not the start
             if start.is_file() and (snap := self._read(start)) is not None:
                 self._start = snap.weights.astype(np.float32)
@@ -94,9 +109,12 @@ class AttentionMaps(L.Callback):
         return snap
 
     def _take_start(self, trainer, pl_module) -> None:
-        """The maps before the first step: the reference every later snapshot's drift is measured from."""
-        w = attention_maps(pl_module.model, self.probe, trainer.datamodule.pad_id)
+        """The maps before the first step: the reference every later snapshot's drift is measured from,
+        and the timeline's first reading (step 0)."""
+        w, token_loss = maps_and_token_loss(pl_module.model, self.probe, trainer.datamodule.pad_id)
         self._start = w
+        if self._writer is not None:
+            self._append_reading(trainer, pl_module, 0, w, token_loss, None)
         self.dir.mkdir(parents=True, exist_ok=True)
         a = self.analyse(trainer, pl_module, w)
         per_head = quantities.measure(Maps(w, self.probe.lengths, targets=self.probe.targets))
@@ -106,6 +124,46 @@ class AttentionMaps(L.Callback):
         if self.cfg.animation:
             for b, (img, _) in enumerate(grids):
                 self.frames.setdefault(b, []).append(img)
+
+    # --- the timeline: light readings on the step schedule ------------------------------------------
+
+    def on_train_start(self, trainer, pl_module):
+        if not self.cfg.timeline or self.probe is None:
+            return
+        total = trainer.estimated_stepping_batches
+        total = int(total) if total != float("inf") else 10**7  # max_epochs=-1: the log schedule goes on
+        self._schedule = frozenset(tl.schedule(total, self.cfg.timeline_points, self.cfg.every_n_steps))
+        if self.cfg.every_n_steps and total // self.cfg.every_n_steps > tl.MAX_READINGS:
+            log.warning("maps.every_n_steps=%d gives %d readings over %d steps: the timeline keeps the first %d",
+                        self.cfg.every_n_steps, total // self.cfg.every_n_steps, total, tl.MAX_READINGS)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        """A light reading after a scheduled optimizer step: a Python set lookup on every other step
+        (no host read); at a reading, the probe pass and the step's loss (rank 0)."""
+        step = trainer.global_step
+        if step <= self._read_through or step not in self._schedule:
+            return
+        self._read_through = step
+        if trainer.is_global_zero and self._writer is not None:
+            loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+            w, token_loss = maps_and_token_loss(pl_module.model, self.probe, trainer.datamodule.pad_id)
+            self._append_reading(trainer, pl_module, step, w, token_loss,
+                                 None if loss is None else float(loss.detach().float()))
+
+    def _append_reading(self, trainer, pl_module, step: int, w: np.ndarray, token_loss, loss: float | None) -> None:
+        values = {**quantities.measure(Maps(w, self.probe.lengths, self._start, self.probe.targets)),
+                  **pattern_scores(pl_module.model, self.probe, w, trainer.datamodule.pad_id, self.context(trainer, pl_module))}
+        probe_loss = icl = None
+        if token_loss is not None:
+            real = np.arange(token_loss.shape[1])[None, :] < (np.asarray(self.probe.lengths) - 1)[:, None]
+            probe_loss = float(token_loss[real].mean()) if real.any() else None
+            icl = tl.icl_score(token_loss, self.probe.lengths)
+        self._writer.append(tl.Reading(step, trainer.current_epoch, values, loss, probe_loss, icl))
+        scalars = {f"timeline/heads_{r}": float(n) for r, n in zip(*np.unique(roles.assign(values), return_counts=True))}
+        if icl is not None:
+            scalars["timeline/icl"] = icl
+        for lg in trainer.loggers if step else ():  # a few numbers, not a wall of per-head curves
+            lg.log_metrics(scalars, step=step)
 
     def on_validation_epoch_end(self, trainer, pl_module):
         if trainer.sanity_checking or self.probe is None or (trainer.current_epoch + 1) % self.cfg.every_n_epochs:
@@ -166,6 +224,10 @@ class AttentionMaps(L.Callback):
                 log_image(trainer.loggers, f"attention_maps/example{b}", img, png, logger_step(trainer))
         for name, (img, png) in pictures.items() if self.cfg.images_to_logger else ():
             log_image(trainer.loggers, f"head_{name}", img, png, logger_step(trainer))
+        if self._writer is not None and self.cfg.images_to_logger:  # the timeline so far, one picture an epoch
+            drawn = self.timeline_picture(changepoints=False)
+            if drawn is not None:
+                log_image(trainer.loggers, "heads_timeline", drawn, render.to_png(drawn), logger_step(trainer))
         log_stats_table(trainer, quantities.shown("table", {**s, **a.scores}), logger_step(trainer), a.roles)
 
     def on_fit_end(self, trainer, pl_module):
@@ -179,8 +241,41 @@ class AttentionMaps(L.Callback):
 
             (log.debug if disk_full(e) else log.warning)("maps: the viewer and GIFs could not be written (%s)", e)
 
+    def timeline_picture(self, changepoints: bool) -> object | None:
+        """The timeline as written so far, drawn (render.timeline), with its change points when asked;
+        None without two readings. Sets timeline_summary when change points were asked for."""
+        try:
+            t = tl.read(self._writer.path)
+        except tl.TimelineError as e:
+            log.warning("maps: the timeline could not be read back: %s", e)
+            return None
+        if len(t.readings) < 2:
+            return None
+        formed, moved, why = [], [], None
+        if changepoints:
+            wanted = self.cfg.change_points
+            if wanted is False:
+                why = "maps.change_points=false"
+            elif not tl.available():
+                why = tl.NEEDS
+            else:
+                formed, moved = tl.formations(t), tl.changes(t)
+            self.timeline_summary = {"file": str(self._writer.path), "readings": len(t.readings),
+                                     "steps": [int(t.steps[0]), int(t.steps[-1])],
+                                     "formations": [f.as_dict() for f in formed], "changes": [c.as_dict() for c in moved],
+                                     **({"change_points_skipped": why} if why else {})}
+            for f in formed[:12]:
+                log.info("heads: %s", f.line())
+            if len(formed) > 12:
+                log.info("heads: ... and %d more formations (summary.json, maps/timeline.png)", len(formed) - 12)
+        return render.timeline(t, formed, moved, self.dir.parent.name)
+
     @rank_zero_only
     def finish(self, trainer):
+        if self._writer is not None and self._writer.path.is_file():
+            drawn = self.timeline_picture(changepoints=True)
+            if drawn is not None:
+                (self.dir / "timeline.png").write_bytes(render.to_png(drawn))
         for b, frames in self.frames.items():
             render.gif(frames, self.dir / f"evolution_ex{b}.gif")
         if self.cfg.html and self.viewer is not None and self.viewer.epochs:

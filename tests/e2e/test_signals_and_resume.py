@@ -81,6 +81,15 @@ def test_resumed_run_equals_the_uninterrupted_one(uninterrupted, stop_at, tmp_pa
     from PIL import Image
 
     assert Image.open(tmp_path / "maps" / "evolution_ex0.gif").n_frames == 4  # the start, then 3 epochs
+    # the heads timeline goes on where the checkpoint was: the uninterrupted run's readings, each once
+    import numpy as np
+
+    from attnexp.heads import timeline as tl
+
+    t_whole, t_done = tl.read(whole_dir / "maps" / tl.FILE), tl.read(tmp_path / "maps" / tl.FILE)
+    assert t_done.steps.tolist() == t_whole.steps.tolist() and len(t_whole.readings) > 10
+    for name in set(t_whole.names()) - {"drift"}:  # drift: from the start maps, which a resume reads as float16
+        np.testing.assert_allclose(t_done.curve(name), t_whole.curve(name), atol=1e-4, err_msg=name)
 
 
 def test_same_seed_same_config_same_metrics(uninterrupted, tmp_path):

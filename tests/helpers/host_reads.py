@@ -92,10 +92,16 @@ class StepMarks(L.Callback):
         self.steps: set[int] = set()
         self.logging_steps: set[int] = set()
         self.last_of_epoch: set[int] = set()
+        self.reading_steps: set[int] = set()  # steps after which the maps' timeline takes a light reading
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        from attnexp.training.maps_callback import AttentionMaps
+
         self.c.step = trainer.global_step
         self.steps.add(trainer.global_step)
+        maps = next((cb for cb in trainer.callbacks if isinstance(cb, AttentionMaps)), None)
+        if maps is not None and trainer.global_step + 1 in maps._schedule:  # read after this step's update
+            self.reading_steps.add(trainer.global_step)
         every = trainer.log_every_n_steps
         if every and (trainer.fit_loop.epoch_loop._batches_that_stepped + 1) % every == 0:
             self.logging_steps.add(trainer.global_step)
@@ -106,9 +112,10 @@ class StepMarks(L.Callback):
         self.c.step = None
 
     def between_logging_steps(self) -> dict[int, list[str]]:
-        """The reads of every step that is neither a logging step nor an epoch's last (validation)."""
-        skip = self.logging_steps | self.last_of_epoch
+        """The reads of every step that is neither a logging step, an epoch's last (validation) nor
+        one the maps' timeline reads the heads after (a few tens a run, dense early)."""
+        skip = self.logging_steps | self.last_of_epoch | self.reading_steps
         return {s: r for s, r in self.c.per_step.items() if s not in skip and r}
 
     def at_logging_steps(self) -> dict[int, list[str]]:
-        return {s: r for s, r in self.c.per_step.items() if s in self.logging_steps - self.last_of_epoch}
+        return {s: r for s, r in self.c.per_step.items() if s in self.logging_steps - self.last_of_epoch - self.reading_steps}

@@ -37,6 +37,8 @@ def test_no_training_step_between_logging_steps_reads_the_device(overrides, tmp_
         s = train(run_of([*SMALL, *overrides], tmp_path), callbacks=[marks])
     assert s["status"] == "completed"
     assert len(marks.steps) > 10 and marks.logging_steps
+    if "maps.enabled=false" not in overrides:  # the timeline's light readings: a few tens, dense early, no more
+        assert 0 < len(marks.reading_steps) <= 64 and min(marks.reading_steps) == 0, sorted(marks.reading_steps)
     between = marks.between_logging_steps()
     assert not between, {k: v for k, v in list(between.items())[:3]}
     heavy = {k: v for k, v in marks.at_logging_steps().items() if len(v) > 1}

@@ -1,0 +1,320 @@
+"""The heads over training: a light reading of every head (its per-head numbers on the fixed probe
+batch, no pictures) on a step schedule that is dense early, where heads form (Olsson et al. 2022
+see induction heads appear in a phase change within the first few hundred steps), appended to one
+file a run (`<run>/maps/timeline.jsonl`), and the steps where each head changed abruptly.
+
+The file: one JSON header line, then one line a reading, flushed as it is written, so a run killed
+at any moment leaves every finished line (a torn last line is left out on reading). A resumed run
+drops the readings its checkpoint had not reached and goes on appending. It is read as a stranger's
+file: its size, its number of readings and every array's shape are checked before anything is built.
+
+Change points: ruptures' PELT (Killick et al. 2012) with the l2 cost on each head's curve, penalty
+2 sigma^2 ln N (the BIC-type penalty of Yao 1988, sigma from the curve's own step-to-step noise: the
+median absolute difference / (0.6745 sqrt 2)), so the same curve needs the same evidence whatever
+its scale and length. A change point alone is not a formation (a slow drift also yields one): a
+head *became* a role at the first change after which its segment's mean reaches the role's
+threshold (heads.roles), every earlier segment's mean being below it, and that mean at least
+MIN_RISE above the lowest earlier one (a rise over two quick changes counts whole); its step is
+that of the largest rise up to the crossing (a head that jumps from 0.1 to 0.48 and drifts to 0.53
+formed at the jump). The interval is the two readings
+the change fell between: the schedule's resolution, which is all the file can say.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+FILE = "timeline.jsonl"
+FORMAT = 1
+MAX_BYTES = 256 * 2**20  # a stranger's file larger than this is refused before it is read
+MAX_READINGS = 20_000  # maps.every_n_steps is held to this many readings a run, too
+MAX_CELLS = 64 * 64  # layers x heads
+MIN_RISE = 0.2  # a formation: the role's score rises at least this much across the change
+DIGITS = 5  # values are written with this many decimals (the file stays small; 1e-5 is below any change)
+
+
+class TimelineError(ValueError):
+    """A timeline file that is not one attnexp wrote, or is past its limits: one line, naming it."""
+
+
+# --- when ------------------------------------------------------------------------------------------
+
+def schedule(total_steps: int, points: int, every_n_steps: int = 0) -> list[int]:
+    """The steps a light reading is taken at (after that optimizer step): every `every_n_steps`
+    steps if it is set, else `points` steps spaced evenly in log(step) between 1 and total_steps,
+    dense early (1, 2, 3, 5, 8, ... for 40 points over 1,000 steps). Step 0, the initialisation, is
+    always read."""
+    total = max(1, int(total_steps))
+    if every_n_steps > 0:  # the first MAX_READINGS of them (a run past that is told so by the callback)
+        steps = list(range(every_n_steps, min(total, every_n_steps * (MAX_READINGS - 1)) + 1, every_n_steps))
+        if total <= every_n_steps * (MAX_READINGS - 1):
+            steps.append(total)
+    else:
+        steps = [*np.unique(np.round(np.geomspace(1, total, max(2, points))).astype(int)).tolist(), total]
+    return [0, *sorted(set(int(s) for s in steps))][: MAX_READINGS]
+
+
+# --- what ------------------------------------------------------------------------------------------
+
+@dataclass
+class Reading:
+    step: int
+    epoch: int
+    values: dict[str, np.ndarray]  # name -> (L, H)
+    loss: float | None = None  # the training loss of this step's batch
+    probe_loss: float | None = None  # the mean next-token loss on the probe batch (language models)
+    icl: float | None = None  # in-context score on the probe batch (`icl_score`)
+
+    def line(self) -> str:
+        scalars = {k: (None if v is None or not math.isfinite(v) else round(float(v), DIGITS))
+                   for k, v in (("loss", self.loss), ("probe_loss", self.probe_loss), ("icl", self.icl))}
+        values = {k: np.round(np.nan_to_num(np.asarray(v, dtype=float)), DIGITS).tolist() for k, v in self.values.items()}
+        return json.dumps({"step": int(self.step), "epoch": int(self.epoch), **scalars, "values": values},
+                          separators=(",", ":"))
+
+
+def icl_score(token_loss_BT: np.ndarray, lengths: list[int]) -> float | None:
+    """Olsson et al.'s in-context learning score on the probe batch: the mean next-token loss over
+    the last quarter of each example's positions minus that over its first quarter (their 500th vs
+    50th token, for any length). Negative: later tokens are predicted better, from the context."""
+    late, early = [], []
+    for b, n in enumerate(lengths):
+        k = (n - 1) // 4  # positions 0..n-2 predict tokens 1..n-1
+        if k < 1:
+            continue
+        early.append(token_loss_BT[b, :k].mean())
+        late.append(token_loss_BT[b, n - 1 - k: n - 1].mean())
+    return float(np.mean(late) - np.mean(early)) if late else None
+
+
+# --- the file --------------------------------------------------------------------------------------
+
+class Writer:
+    """Appends readings to `<maps>/timeline.jsonl`; each line is flushed to the OS as written."""
+
+    def __init__(self, path: Path | str, layers: int, heads: int):
+        self.path = Path(path)
+        self.header = {"attnexp_timeline": FORMAT, "layers": int(layers), "heads": int(heads)}
+
+    def start(self, keep_through: int | None) -> None:
+        """A fresh file, or (a resumed run: `keep_through` = the last step its checkpoint had read) the
+        earlier part's readings up to that step, the later ones (taken after the checkpoint, then
+        lost with the run) dropped, so no step is in the file twice."""
+        kept: list[str] = []
+        if keep_through is not None and self.path.is_file():
+            try:
+                old = read(self.path)
+                if (old.layers, old.heads) == (self.header["layers"], self.header["heads"]):
+                    kept = [r.line() for r in old.readings if r.step <= keep_through]
+            except TimelineError:
+                pass  # not one we can continue: start again, the checkpoint's state is what counts
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text("".join(line + "\n" for line in [json.dumps(self.header), *kept]))
+        os.replace(tmp, self.path)
+
+    def append(self, reading: Reading) -> None:
+        with open(self.path, "a") as f:
+            f.write(reading.line() + "\n")
+            f.flush()
+
+
+@dataclass
+class Timeline:
+    layers: int
+    heads: int
+    readings: list[Reading] = field(default_factory=list)
+
+    @property
+    def steps(self) -> np.ndarray:
+        return np.array([r.step for r in self.readings], dtype=int)
+
+    def curve(self, name: str) -> np.ndarray | None:
+        """(N, L, H) of one quantity over the readings that hold it, or None if none does."""
+        rows = [r.values[name] for r in self.readings if name in r.values]
+        return np.stack(rows) if rows and len(rows) == len(self.readings) else None
+
+    def scalar(self, name: str) -> np.ndarray:
+        """(N,) of loss / probe_loss / icl, NaN where a reading has none."""
+        return np.array([np.nan if getattr(r, name) is None else getattr(r, name) for r in self.readings], dtype=float)
+
+    def names(self) -> list[str]:
+        return list(self.readings[0].values) if self.readings else []
+
+
+def read(path: Path | str) -> Timeline:
+    """A run's timeline, checked as a stranger's file (module docstring); TimelineError otherwise."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise TimelineError(f"{path}: cannot be read ({e.strerror or e})") from None
+    if size > MAX_BYTES:
+        raise TimelineError(f"{path}: {size:,} bytes, past the {MAX_BYTES:,} a timeline may hold; not read")
+    with open(path, encoding="utf-8", errors="replace") as f:
+        first = f.readline()
+        try:
+            header = json.loads(first)
+        except ValueError:
+            header = None
+        if not isinstance(header, dict) or header.get("attnexp_timeline") != FORMAT:
+            raise TimelineError(f"{path}: not an attnexp timeline (its first line is not the header)")
+        layers, heads = header.get("layers"), header.get("heads")
+        if not (isinstance(layers, int) and isinstance(heads, int) and 0 < layers and 0 < heads
+                and layers * heads <= MAX_CELLS):
+            raise TimelineError(f"{path}: its header gives {layers!r} layers x {heads!r} heads; at most {MAX_CELLS} "
+                                f"heads in all are read")
+        out = Timeline(layers, heads)
+        lines = f.read().split("\n")
+    # the last element is "" after a whole last line; a killed run's last line may be cut short: left out
+    for i, line in enumerate(lines[:-1]):
+        if not line:
+            continue
+        if len(out.readings) >= MAX_READINGS:
+            raise TimelineError(f"{path}: more than {MAX_READINGS:,} readings; not read")
+        out.readings.append(_reading(line, layers, heads, path, i + 2))
+    steps = out.steps
+    if len(steps) > 1 and np.any(np.diff(steps) <= 0):
+        raise TimelineError(f"{path}: its steps do not increase (a file written by two runs at once?)")
+    return out
+
+
+def _reading(line: str, layers: int, heads: int, path: Path, n: int) -> Reading:
+    try:
+        d = json.loads(line)
+        values = {str(k): np.asarray(v, dtype=float) for k, v in d["values"].items()}
+        num = lambda x: None if x is None else float(x)  # noqa: E731
+        r = Reading(int(d["step"]), int(d["epoch"]), values, num(d.get("loss")), num(d.get("probe_loss")), num(d.get("icl")))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        raise TimelineError(f"{path}: line {n} is not a reading") from None
+    bad = [k for k, v in values.items() if v.shape != (layers, heads) or not np.isfinite(v).all()]
+    if bad:
+        raise TimelineError(f"{path}: line {n}: {bad[0]} is not {layers} x {heads} finite numbers")
+    return r
+
+
+# --- change points ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Formation:
+    """Head (layer, head) became `role` (its score `quantity` rose from `before` to `after`) between
+    the readings at steps interval[0] and interval[1]; `step` is the first reading after the change."""
+
+    layer: int
+    head: int
+    role: str
+    quantity: str
+    step: int
+    interval: tuple[int, int]
+    before: float
+    after: float
+
+    def line(self) -> str:
+        article = "an" if self.role[:1] in "aeiou" else "a"
+        return (f"L{self.layer} H{self.head} became {article} {self.role} head at step {self.step} "
+                f"({self.interval[0]}-{self.interval[1]}; {self.quantity} {self.before:.2f} -> {self.after:.2f})")
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "interval": list(self.interval)}
+
+
+@dataclass(frozen=True)
+class Change:
+    """A change point in a run-level curve (the loss, the in-context score): mean `before` -> `after`."""
+
+    name: str
+    step: int
+    interval: tuple[int, int]
+    before: float
+    after: float
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "interval": list(self.interval)}
+
+
+def available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("ruptures") is not None
+
+
+NEEDS = "change points need ruptures: pip install 'attnexp[timeline]' (or set maps.change_points=false)"
+
+
+def breakpoints(x: np.ndarray, penalty: float | None = None) -> list[int]:
+    """Indices k where a new segment of `x` (N,) starts (0 < k < N), by PELT with the l2 cost and the
+    penalty 2 sigma^2 ln N (module docstring) unless one is given."""
+    try:
+        import ruptures
+    except ImportError:
+        raise ImportError(NEEDS) from None
+    x = np.asarray(x, dtype=float)
+    n = len(x)
+    if n < 4 or not np.isfinite(x).all():
+        return []
+    if penalty is None:
+        sigma = np.median(np.abs(np.diff(x))) / (0.6745 * math.sqrt(2))
+        penalty = 2 * max(sigma, 1e-3 * (np.ptp(x) or 1.0)) ** 2 * math.log(n)
+    ends = ruptures.Pelt(model="l2", min_size=2, jump=1).fit(x.reshape(-1, 1)).predict(pen=penalty)
+    return [k for k in ends if 0 < k < n]
+
+
+def _segments(x: np.ndarray, ks: list[int]) -> list[tuple[int, int, float]]:
+    edges = [0, *ks, len(x)]
+    return [(a, b, float(x[a:b].mean())) for a, b in zip(edges[:-1], edges[1:])]
+
+
+def formations(t: Timeline, penalty: float | None = None) -> list[Formation]:
+    """For every head and role: the first change where the head became that role (module docstring),
+    in the order of their steps."""
+    from attnexp.heads.roles import ROLES, THRESHOLDS
+
+    steps, out = t.steps, []
+    for role, (name, threshold) in THRESHOLDS.items():
+        curve = t.curve(name)
+        if curve is None:
+            continue
+        for layer in range(t.layers):
+            for head in range(t.heads):
+                x = curve[:, layer, head]
+                segs = _segments(x, breakpoints(x, penalty))
+                j = next((j for j, (_, _, mean) in enumerate(segs) if mean >= threshold), None)
+                if not j:  # never reached, or reached from the first reading on (nothing formed)
+                    continue
+                low = min(mean for _, _, mean in segs[:j])  # a rise over several changes counts whole
+                after = segs[j][2]
+                if after - low >= MIN_RISE:  # when: the largest of the rises up to the crossing
+                    i = max(range(1, j + 1), key=lambda i: segs[i][2] - segs[i - 1][2])
+                    k = segs[i][0]
+                    out.append(Formation(layer, head, role, name, int(steps[k]), (int(steps[k - 1]), int(steps[k])),
+                                         segs[i - 1][2], after))
+    # a head that became two roles at one change is said once, as the role heads.roles would give it
+    # (ROLES' order: a previous-token head is local too)
+    first = {}
+    for f in sorted(out, key=lambda f: ROLES.index(f.role)):
+        first.setdefault((f.layer, f.head, f.step), f)
+    return sorted(first.values(), key=lambda f: (f.step, f.layer, f.head))
+
+
+def changes(t: Timeline, penalty: float | None = None, min_share: float = 0.25) -> list[Change]:
+    """The abrupt changes of the run-level curves (loss, probe_loss, icl) whose size is at least
+    `min_share` of the curve's whole range: the loss's plateau ending, the in-context score's drop."""
+    steps, out = t.steps, []
+    for name in ("loss", "probe_loss", "icl"):
+        x = t.scalar(name)
+        ok = np.isfinite(x)
+        if ok.sum() < 4:
+            continue
+        xs, ss = x[ok], steps[ok]
+        span = float(np.ptp(xs)) or 1.0
+        segs = _segments(xs, breakpoints(xs, penalty))
+        for (_, _, before), (k, _, after) in zip(segs[:-1], segs[1:]):
+            if abs(after - before) >= min_share * span:
+                out.append(Change(name, int(ss[k]), (int(ss[k - 1]), int(ss[k])), before, after))
+    return out

@@ -1,0 +1,173 @@
+"""The heads timeline (attnexp.heads.timeline): the step schedule, the file as a stranger's file
+(torn last line, wrong shapes, past its limits), a resumed run's file, and change points found at
+the steps they were planted at, with a slow drift and noise left alone."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from attnexp.heads import timeline as tl
+
+
+def test_the_log_schedule_is_dense_early_and_ends_at_the_last_step():
+    s = tl.schedule(1000, 40)
+    assert s[:6] == [0, 1, 2, 3, 4, 5] and s[-1] == 1000 and s == sorted(set(s))
+    assert 25 <= len(s) <= 41
+    assert sum(1 for x in s if x <= 100) > sum(1 for x in s if x > 100)  # dense where heads form
+    assert tl.schedule(95, 40, every_n_steps=10) == [0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95]
+    assert len(tl.schedule(10**8, 40, every_n_steps=1)) == tl.MAX_READINGS
+
+
+def reading(step, L=2, H=3, value=0.0, **kw):
+    return tl.Reading(step, 0, {"induction": np.full((L, H), value), "prev_token": np.full((L, H), 0.1)}, **kw)
+
+
+def test_a_timeline_written_and_read_back_and_a_torn_last_line_left_out(tmp_path):
+    w = tl.Writer(tmp_path / tl.FILE, 2, 3)
+    w.start(None)
+    for k, step in enumerate([0, 1, 5, 9]):
+        w.append(reading(step, value=k / 10, loss=2.0 - k / 10, icl=None if step == 0 else -0.1 * k))
+    with open(w.path, "a") as f:
+        f.write('{"step":12,"epoch":0,"values":{"induct')  # a run killed mid-line
+    t = tl.read(w.path)
+    assert t.steps.tolist() == [0, 1, 5, 9] and (t.layers, t.heads) == (2, 3)
+    assert t.curve("induction").shape == (4, 2, 3) and t.curve("induction")[2, 1, 2] == pytest.approx(0.2)
+    assert np.isnan(t.scalar("icl")[0]) and t.scalar("loss")[3] == pytest.approx(1.7)
+    assert t.curve("absent") is None
+
+
+def test_a_resumed_run_keeps_the_readings_its_checkpoint_had_and_drops_the_rest(tmp_path):
+    w = tl.Writer(tmp_path / tl.FILE, 2, 3)
+    w.start(None)
+    for step in (0, 1, 2, 4, 8, 16):
+        w.append(reading(step))
+    w2 = tl.Writer(tmp_path / tl.FILE, 2, 3)
+    w2.start(keep_through=4)  # the checkpoint was at step 4 (or past it, before the reading at 8)
+    w2.append(reading(8, value=0.5))
+    t = tl.read(w2.path)
+    assert t.steps.tolist() == [0, 1, 2, 4, 8] and t.curve("induction")[-1, 0, 0] == 0.5
+    tl.Writer(tmp_path / tl.FILE, 2, 3).start(None)  # a fresh run in the same folder starts again
+    assert tl.read(tmp_path / tl.FILE).readings == []
+
+
+@pytest.mark.parametrize("content, says", [
+    ("not json\n", "not an attnexp timeline"),
+    ('{"attnexp_timeline": 1, "layers": 100, "heads": 100}\n', "at most 4096 heads"),
+    ('{"attnexp_timeline": 1, "layers": 2, "heads": 3}\n{"step": 0}\n', "line 2 is not a reading"),
+    ('{"attnexp_timeline": 1, "layers": 2, "heads": 3}\n{"step":0,"epoch":0,"values":{"x":[[1,2],[3,4]]}}\n',
+     "x is not 2 x 3 finite numbers"),
+    ('{"attnexp_timeline": 1, "layers": 1, "heads": 1}\n{"step":0,"epoch":0,"values":{"x":[[NaN]]}}\n',
+     "x is not 1 x 1 finite numbers"),
+    ('{"attnexp_timeline": 1, "layers": 1, "heads": 1}\n{"step":5,"epoch":0,"values":{}}\n{"step":5,"epoch":0,"values":{}}\n',
+     "steps do not increase"),
+])
+def test_a_strangers_timeline_is_refused_in_one_line(tmp_path, content, says):
+    path = tmp_path / tl.FILE
+    path.write_text(content)
+    with pytest.raises(tl.TimelineError, match=says) as e:
+        tl.read(path)
+    assert "\n" not in str(e.value)
+
+
+def test_a_timeline_past_its_size_is_not_read(tmp_path, monkeypatch):
+    path = tmp_path / tl.FILE
+    path.write_text(json.dumps({"attnexp_timeline": 1, "layers": 1, "heads": 1}) + "\n" + "x" * 2000)
+    monkeypatch.setattr(tl, "MAX_BYTES", 1000)
+    with pytest.raises(tl.TimelineError, match="past the 1,000 a timeline may hold"):
+        tl.read(path)
+
+
+def planted(tmp_path, steps, curves: dict[tuple[int, int], np.ndarray], loss=None):
+    """A timeline of 2 x 2 heads whose induction scores are `curves` (others flat at 0.05 + noise)."""
+    rng = np.random.default_rng(0)
+    w = tl.Writer(tmp_path / tl.FILE, 2, 2)
+    w.start(None)
+    for k, step in enumerate(steps):
+        ind = 0.05 + 0.02 * rng.standard_normal((2, 2))
+        for (layer, head), c in curves.items():
+            ind[layer, head] = c[k]
+        w.append(tl.Reading(int(step), 0, {"induction": ind, "prev_token": 0.1 + 0.02 * rng.standard_normal((2, 2))},
+                            loss=None if loss is None else float(loss[k])))
+    return tl.read(w.path)
+
+
+@pytest.mark.parametrize("at", [17, 30, 48])
+def test_change_points_are_found_where_they_were_planted(tmp_path, at):
+    """An induction head planted to form between two readings (a rise from ~0.05 to ~0.7 over one
+    reading, noise 0.03) is found there, with that interval; a slow drift of another head to 0.35
+    and the flat noisy heads are not formations; the loss's drop at the same reading is a change."""
+    pytest.importorskip("ruptures", reason="change points need ruptures: pip install 'attnexp[timeline]'")
+    steps = np.array(tl.schedule(2000, 64))
+    n = len(steps)
+    rng = np.random.default_rng(1)
+    jump = np.where(np.arange(n) >= at, 0.7, 0.05) + 0.03 * rng.standard_normal(n)
+    drift = np.linspace(0.0, 0.35, n) + 0.03 * rng.standard_normal(n)
+    loss = np.where(np.arange(n) >= at, 0.5, 3.6) + 0.05 * rng.standard_normal(n)
+    t = planted(tmp_path, steps, {(1, 0): jump, (0, 1): drift}, loss=loss)
+    formed = tl.formations(t)
+    assert [(f.layer, f.head, f.role) for f in formed] == [(1, 0, "induction")], [f.line() for f in formed]
+    f = formed[0]
+    assert f.step == steps[at] and f.interval == (steps[at - 1], steps[at])
+    assert f.before < 0.15 and f.after > 0.6
+    assert f"L1 H0 became an induction head at step {steps[at]}" in f.line()
+    (c,) = [c for c in tl.changes(t) if c.name == "loss"]
+    assert c.step == steps[at] and c.before > 3 and c.after < 1
+
+
+def test_without_ruptures_change_points_say_how_to_get_it(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_ruptures(name, *a, **kw):
+        if name == "ruptures":
+            raise ImportError(name)
+        return real(name, *a, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_ruptures)
+    with pytest.raises(ImportError, match=r"pip install 'attnexp\[timeline\]'"):
+        tl.breakpoints(np.arange(10.0))
+
+
+def test_the_in_context_score_is_late_minus_early_loss():
+    loss = np.zeros((2, 15))
+    loss[0, :4], loss[0, 8:12] = 3.0, 1.0  # example 0: 13 positions -> quarters of 3
+    loss[1, :3], loss[1, 9:12] = 2.0, 2.0  # example 1: 13 tokens, 12 positions -> quarters of 3
+    assert tl.icl_score(loss, [13, 13]) == pytest.approx(((1 + 2) / 2) - ((3 + 2) / 2))
+    assert tl.icl_score(loss, [3, 2]) is None  # too short for a quarter
+
+
+def test_formations_reach_the_end_of_run_block_and_compare(tmp_path, capsys):
+    """summary.json's attention_maps.timeline (written by the maps callback) is said in the run's
+    last lines and in `attnexp compare`: each run's first formations, and for groups of seeds the
+    step of the first induction head, mean +- std and how many runs formed one."""
+    from attnexp.cli.compare import compare_cli
+    from attnexp.results.ending import end_of_run
+
+    def summary(run: str, seed: int, variant: str, steps: list[int]) -> dict:
+        formed = [{"layer": 1, "head": 0, "role": "induction", "quantity": "induction", "step": st,
+                   "interval": [st - 10, st], "before": 0.05, "after": 0.7} for st in steps]
+        formed.insert(0, {"layer": 0, "head": 2, "role": "previous", "quantity": "prev_token", "step": 40,
+                          "interval": [30, 40], "before": 0.1, "after": 0.8})
+        d = tmp_path / run
+        d.mkdir()
+        s = {"schema": 2, "status": "completed", "run_dir": str(d), "seed": seed, "overrides": [f"attention={variant}",
+             f"seed={seed}"], "metrics": {"best": {"monitor": "val/loss", "value": 1.0 + seed / 10, "checkpoint": ""},
+                                           "test": {}, "final": {}},
+             "attention_maps": {"dir": str(d / "maps"), "timeline": {"file": str(d / "maps" / tl.FILE), "readings": 60,
+                                                                      "steps": [0, 900], "formations": formed,
+                                                                      "changes": []}}}
+        (d / "summary.json").write_text(json.dumps(s))
+        return s
+
+    runs = [summary(f"{v}{seed}", seed, v, steps) for v, base in (("rotary", 400), ("alibi", 250))
+            for seed, steps in enumerate([[base], [base + 40], []])]
+    block = end_of_run(runs[0])
+    assert "  heads    formed: L0 H2 previous at step 40, L1 H0 induction at step 400 · 60 readings · maps/timeline.png" in block
+    assert compare_cli([str(tmp_path)]) == 0  # runs that differ only in seed: grouped, and each run below
+    out = capsys.readouterr().out
+    assert "heads formed" in out and "previous 40 · induction 400" in out
+    assert "induction step" in out and "420 ± 28 (2 formed)" in out and "270 ± 28 (2 formed)" in out
