@@ -57,6 +57,9 @@ class ModelConfig:
     activation: str = "gelu"  # gelu | gelu_tanh (GPT-2's "gelu_new")
     type_vocab_size: int = 0  # token-type (segment) embeddings, as BERT's sentence A/B; 0 = none
     embed_norm: bool = False  # a LayerNorm on the summed embeddings (BERT)
+    # false: attention-only blocks, no MLP (Olsson et al. 2022 and Elhage et al. 2021 study induction heads
+    # in such models: every computation is in the heads)
+    mlp: bool = True
 
     @property
     def ff_dim(self) -> int:
@@ -76,6 +79,8 @@ class ModelConfig:
         one_of(self.norm, ("pre", "post"), "model.norm")
         one_of(self.activation, ("gelu", "gelu_tanh"), "model.activation")
         check(self.ln_eps > 0, f"model.ln_eps={self.ln_eps} must be > 0")
+        check(self.mlp or self.init is None, "model.mlp=false with model.init: a pretrained model has its MLPs; "
+              "leave model.mlp out (or model.init out, to train an attention-only model from scratch)")
         check(self.type_vocab_size >= 0, f"model.type_vocab_size={self.type_vocab_size} must be >= 0")
         check(self.init is None or str(self.init).startswith("hf:") or str(self.init).endswith(".ckpt"),
               f"model.init={self.init!r}: give hf:<hub name or local folder> (e.g. model.init=hf:bert-base-uncased), "

@@ -97,7 +97,7 @@ class NewsgroupsDataConfig(DataConfig):
                                             f"test.* (.jsonl[.gz], .csv or .parquet with text and label columns)")
 
 
-SYNTHETIC_KINDS = ("copy", "reverse", "sort", "recall", "induction")
+SYNTHETIC_KINDS = ("copy", "reverse", "sort", "recall", "induction", "repeat")
 
 
 @register
@@ -107,7 +107,7 @@ class SyntheticDataConfig(DataConfig):
     seed: the three streams train, val and test are drawn from."""
 
     name: str = "synthetic"
-    kind: str = "copy"  # copy | reverse | sort | recall | induction
+    kind: str = "copy"  # copy | reverse | sort | recall | induction | repeat (Olsson et al.'s: length = all tokens)
     n_symbols: int = 16  # symbols a, b, c, ...
     length: int = 8  # items to copy/reverse/sort/repeat, or key-value pairs to recall from
     # each example draws its length from [min_length, length] (null: every example has `length`): a
@@ -126,6 +126,8 @@ class SyntheticDataConfig(DataConfig):
         return True
 
     def needed_len(self) -> int:
+        if self.kind == "repeat":  # [BOS] + `length` tokens (prefix, segment, repeat) + [EOS]
+            return self.length + 2
         return 2 * self.length + (4 if self.kind == "recall" else 3)
 
     def validate(self, task: TaskConfig) -> None:
@@ -139,6 +141,8 @@ class SyntheticDataConfig(DataConfig):
         for split in ("n_train", "n_val", "n_test"):
             n = getattr(self, split)
             check(n <= MAX_EXAMPLES, f"data.{split}={n:,} is beyond attnexp's limit of {MAX_EXAMPLES:,} generated examples")
+        check(self.kind != "repeat" or self.length >= 8, f"data.kind=repeat with data.length={self.length}: the "
+              "sequence holds a prefix, a segment of a quarter to a half of it and its repeat; give data.length >= 8")
         if self.kind in ("recall", "induction"):
             check(self.length <= self.n_symbols, f"data.kind={self.kind} draws {self.length} distinct symbols: "
                                                  f"raise data.n_symbols={self.n_symbols} or lower data.length")

@@ -4,6 +4,11 @@ Layouts (x = source symbols, y = answer, n = data.length):
   copy / reverse / sort   [BOS] x1..xn [SEP] y1..yn [EOS]     y = x, reversed x, sorted x
   induction               [BOS] r1..rn r1..rn [EOS]           the first half repeats
   recall                  [BOS] k1 v1 .. kn vn [SEP] kq vq [EOS]   look the value up by its key
+  repeat                  [BOS] p1..pm s1..sk s1..sk [EOS]    Olsson et al.'s form: n = m + 2k tokens, a
+                          random prefix, then a segment of random length k in [n/4, n/2] and its repeat
+                          (symbols drawn with replacement); a causal model predicts every next token
+                          (a language model's loss: only the repeat is predictable), a bidirectional
+                          one the masked repeat
 Causal attention predicts each answer token from the position before it; bidirectional attention
 sees [MASK] in place of the answers and predicts them there. Every item lists `align`: the
 (query, key) pairs where a head solving the task must look — the source of each answer token.
@@ -27,6 +32,8 @@ def symbol_names(n: int) -> list[str]:
 
 def example(kind: str, n: int, n_symbols: int, rng: random.Random, causal: bool) -> dict:
     first = len(WORD_SPECIALS)
+    if kind == "repeat":
+        return repeat_example(n, n_symbols, rng, causal)
     draw = (lambda k: rng.sample(range(first, first + n_symbols), k)) if kind in ("recall", "induction") else \
         (lambda k: [rng.randrange(first, first + n_symbols) for _ in range(k)])
     if kind == "recall":
@@ -54,6 +61,28 @@ def example(kind: str, n: int, n_symbols: int, rng: random.Random, causal: bool)
             ids.append(MASK)
             labels.append(y)
     return {"input_ids": ids + [EOS], "labels": labels + [IGNORE], "align": align}
+
+
+def repeat_example(n: int, n_symbols: int, rng: random.Random, causal: bool) -> dict:
+    """Olsson et al. (2022)'s repeated random tokens (module docstring). `align`: each prediction of
+    the repeat (but its first token) and the token after the earlier occurrence, where an induction
+    head looks; the distance varies with k, so no fixed-offset head solves it."""
+    first = len(WORD_SPECIALS)
+    k = rng.randint(max(1, n // 4), max(1, n // 2))
+    draw = lambda m: [rng.randrange(first, first + n_symbols) for _ in range(m)]  # noqa: E731
+    seg = draw(k)
+    ids = [BOS, *draw(n - 2 * k), *seg, *seg]
+    second = len(ids) - k  # the repeat's first position
+    if causal:  # position q predicts ids[q + 1]; in the repeat, ids[q + 1] = ids[q - k + 1]
+        labels = [*ids[1:], IGNORE]
+        align = [(q, q - k + 1) for q in range(second, len(ids) - 1)]
+    else:
+        labels = [IGNORE] * len(ids)
+        align = []
+        for q in range(second + 1, len(ids)):
+            labels[q], ids[q] = ids[q], MASK
+            align.append((q, q - k))
+    return {"input_ids": [*ids, EOS], "labels": [*labels, IGNORE], "align": align}
 
 
 class SyntheticDataModule(TokenDataModule):

@@ -71,6 +71,7 @@ def mismatch(ckpt: dict, model: dict, attention_cfg: dict, task: dict, key: str,
     """None when the checkpoint's model is the one these settings build; else one line naming what differs."""
     hp = ckpt["hyper_parameters"]
     diff = [(f"model.{k}", hp.get("model", {}).get(k), model.get(k)) for k in MODEL_KEYS]
+    diff.append(("model.mlp", hp.get("model", {}).get("mlp", True), model.get("mlp", True)))  # older checkpoints: MLPs
     theirs, ours = attention_identity(hp.get("attention", {})), attention_identity(attention_cfg)
     diff += [(f"attention.{k}", theirs.get(k), ours.get(k)) for k in {**theirs, **ours}]
     diff += [("task.name", hp.get("task", {}).get("name"), task.get("name"))]

@@ -31,10 +31,16 @@ class Block(nn.Module):
         self.ln1, self.ln2 = nn.LayerNorm(m.d_model, eps=m.ln_eps), nn.LayerNorm(m.d_model, eps=m.ln_eps)
         self.attn = attention.build(m.d_model, m.n_heads, a, layer, m)
         act = nn.GELU(approximate="tanh" if m.activation == "gelu_tanh" else "none")
-        self.mlp = nn.Sequential(nn.Linear(m.d_model, m.ff_dim), act, nn.Linear(m.ff_dim, m.d_model))
+        self.mlp = nn.Sequential(nn.Linear(m.d_model, m.ff_dim), act, nn.Linear(m.ff_dim, m.d_model)) if m.mlp else None
+        if not m.mlp:  # attention-only (model.mlp=false): no second sublayer, and no norm before it
+            self.ln2 = None
         self.drop = nn.Dropout(m.dropout)
 
     def forward(self, x_BTD, mask: MaskSpec, need_weights: bool = False, head_mask_H: Tensor | None = None):
+        if self.mlp is None:
+            y, w = self.attn(x_BTD if self.post else self.ln1(x_BTD), mask, need_weights, head_mask_H)
+            x_BTD = x_BTD + self.drop(y)
+            return (self.ln1(x_BTD) if self.post else x_BTD), w
         if self.post:
             y, w = self.attn(x_BTD, mask, need_weights, head_mask_H)
             x_BTD = self.ln1(x_BTD + self.drop(y))

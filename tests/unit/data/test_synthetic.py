@@ -94,3 +94,44 @@ def test_synthetic_tasks_have_a_held_out_test_split_that_the_run_is_scored_on(tm
     s = train(load_run(compose_cfg(["data=synthetic", "data.n_train=200", "data.n_val=50", "data.n_test=60",
                                     "trainer.max_epochs=1", "logger=none", "maps.enabled=false"], tmp_path)))
     assert set(s["metrics"]["test"]) >= {"test/acc", "test/loss"} and not any("best_val" in k for k in s["metrics"]["test"])
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_repeat_is_olsson_et_als_repeated_random_tokens(causal):
+    """data.kind=repeat: [BOS] prefix, segment, the segment again: n tokens in all, a segment of n/4
+    to n/2 at a varying distance; a causal model predicts every next token, and `align` points each
+    prediction in the repeat at the token after the earlier occurrence (where an induction head looks)."""
+    rng = random.Random(0)
+    distances = set()
+    for _ in range(200):
+        e = example("repeat", 64, 64, rng, causal)
+        ids, labels, align = e["input_ids"], e["labels"], e["align"]
+        assert len(ids) == 64 + 2 and len(labels) == len(ids)
+        k = ids.count(MASK) + 1 if not causal else (len(ids) - 1) - align[0][0]
+        assert 16 <= k <= 32
+        distances.add(k)
+        if causal:
+            assert labels[:-2] == ids[1:-1] and labels[-2:] == [IGNORE, IGNORE]  # every next token
+            for q, key in align:
+                assert ids[q + 1] == ids[key] and q - key == k - 1
+            assert len(align) == k - 1
+        else:
+            for q, key in align:
+                assert ids[q] == MASK and labels[q] == ids[key] and q - key == k
+    assert len(distances) > 10  # no fixed offset solves it
+
+
+def test_an_attention_only_model_has_no_mlp_and_trains(tmp_path):
+    """model.mlp=false (Olsson et al.'s attention-only models): no MLP and no second norm in any block;
+    the shipped preset (experiment=induction_heads) trains a step; a pretrained model keeps its MLPs."""
+    from attnexp.config import ConfigError
+    from attnexp.model import Transformer
+
+    run = load_run(compose_cfg(["experiment=induction_heads", "trainer.fast_dev_run=true", "logger=none",
+                                "data.n_train=64", "data.n_val=32", "data.n_test=32"], tmp_path))
+    s = train(run)
+    assert s["status"] == "completed"
+    m = Transformer(run.model, run.attention, vocab_size=70)
+    assert all(b.mlp is None and b.ln2 is None for b in m.blocks) and not any("mlp" in k for k in m.state_dict())
+    with pytest.raises(ConfigError, match="model.mlp=false with model.init"):
+        load_run(compose_cfg(["model.mlp=false", "model.init=hf:bert-base-uncased"], tmp_path))
