@@ -115,9 +115,12 @@ class Writer:
             except TimelineError:
                 pass  # not one we can continue: start again, the checkpoint's state is what counts
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text("".join(line + "\n" for line in [json.dumps(self.header), *kept]))
-        os.replace(tmp, self.path)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        try:  # whole or not at all
+            tmp.write_text("".join(line + "\n" for line in [json.dumps(self.header), *kept]))
+            os.replace(tmp, self.path)
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def append(self, reading: Reading) -> None:
         with open(self.path, "a") as f:

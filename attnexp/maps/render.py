@@ -153,6 +153,17 @@ def gif(frames: list[Image.Image], path, ms_per_frame: int = 700) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def write_png(img: Image.Image, path) -> None:
+    """A picture written whole or not at all (a full disk left a 0-byte timeline.png behind)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(to_png(img))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def importance(imp_LH: np.ndarray, layer_L: np.ndarray | None, title: str) -> Image.Image:
     """Head importance as a layers x heads table of coloured cells (viridis over 0 .. the largest
     loss change; a head whose silencing lowers the loss is drawn at 0), the loss change written in

@@ -51,6 +51,7 @@ class AttentionMaps(L.Callback):
         self._resume_read: int | None = None  # the last step the resumed checkpoint had read
         self._writer: tl.Writer | None = None
         self.timeline_summary: dict | None = None  # what summary.json says of the timeline (at the end)
+        self._timeline_view: dict | None = None  # the viewer's share of it (maps.html.timeline_data)
 
     def setup(self, trainer, pl_module, stage):
         self._stage = stage  # runs before a checkpoint is restored
@@ -268,6 +269,10 @@ class AttentionMaps(L.Callback):
                 log.info("heads: %s", f.line())
             if len(formed) > 12:
                 log.info("heads: ... and %d more formations (summary.json, maps/timeline.png)", len(formed) - 12)
+        if changepoints:
+            from attnexp.maps.html import timeline_data
+
+            self._timeline_view = timeline_data(t, formed, render.TIMELINE_SHOWN)
         return render.timeline(t, formed, moved, self.dir.parent.name)
 
     @rank_zero_only
@@ -275,11 +280,12 @@ class AttentionMaps(L.Callback):
         if self._writer is not None and self._writer.path.is_file():
             drawn = self.timeline_picture(changepoints=True)
             if drawn is not None:
-                (self.dir / "timeline.png").write_bytes(render.to_png(drawn))
+                render.write_png(drawn, self.dir / "timeline.png")
         for b, frames in self.frames.items():
             render.gif(frames, self.dir / f"evolution_ex{b}.gif")
         if self.cfg.html and self.viewer is not None and self.viewer.epochs:
-            self.viewer.write(self.dir / "viewer.html", str(Path(trainer.default_root_dir).name), self.cfg.scale, *self.shape)
+            self.viewer.write(self.dir / "viewer.html", str(Path(trainer.default_root_dir).name), self.cfg.scale, *self.shape,
+                              timeline=self._timeline_view)
         if self.cfg.bertviz and self._last is not None:  # the last snapshot, in bertviz's views
             from attnexp.maps import bertviz_export
 
