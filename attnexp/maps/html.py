@@ -126,11 +126,14 @@ class Viewer:
                     for r in a.relevance],
                 "skipped": dict(a.skipped), "notes": dict(a.notes)}
 
-    def write(self, path: Path, title: str, scale: str = "row", layers: int = 0, heads: int = 0) -> None:
+    def write(self, path: Path, title: str, scale: str = "row", layers: int = 0, heads: int = 0,
+              timeline: dict | None = None) -> None:
+        """timeline: the heads over training (`timeline_data`), drawn under the maps; a click on a
+        reading shows the maps of its epoch."""
         data = {"title": title, "layers": layers, "heads": heads, "epochs": self.epochs, "examples": self.examples,
                 "signed": self.signed, "rows": self.rows, "spans": self.spans, "K": K, "scales": SCALES, "scale": scale,
                 "heat": self.heat, "top_i": self.top_i, "top_w": self.top_w, "analysis": self.analysis,
-                "classes": self.class_names, "labels": quantities.labels("viewer")}
+                "classes": self.class_names, "labels": quantities.labels("viewer"), "timeline": timeline}
         page = fill(TEMPLATE.read_text(), {"__TITLE__": html.escape(title), "__DATA__": script_json(data)})
         path.write_text(page, encoding="utf-8")
 
@@ -144,3 +147,17 @@ def write_viewer(path: Path, history: list[tuple], tokens: list[list[str]], view
         v.add(epoch, w, *a)
     L, _, H = history[0][1].shape[:3]
     v.write(path, title, scale, L, H)
+
+
+def timeline_data(t, formations: list, names: tuple[str, ...]) -> dict | None:
+    """The viewer's share of a heads timeline (heads.timeline.Timeline): the readings' steps and
+    epochs, each of `names` present as (readings x layers x heads) flat at 3 digits, the loss and
+    the in-context score, and the formations. None without two readings."""
+    if len(t.readings) < 2:
+        return None
+    scalar = lambda name: [None if not np.isfinite(v) else float(f"{v:.4g}") for v in t.scalar(name)]  # noqa: E731
+    return {"steps": t.steps.tolist(), "epochs": [r.epoch for r in t.readings],
+            "values": {n: [float(f"{v:.3g}") for v in t.curve(n).ravel()] for n in names if t.curve(n) is not None},
+            "loss": scalar("loss"), "icl": scalar("icl"),
+            "formations": [{"layer": f.layer, "head": f.head, "role": f.role, "quantity": f.quantity, "step": f.step}
+                           for f in formations]}

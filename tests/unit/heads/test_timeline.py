@@ -171,3 +171,34 @@ def test_formations_reach_the_end_of_run_block_and_compare(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "heads formed" in out and "previous 40 · induction 400" in out
     assert "induction step" in out and "420 ± 28 (2 formed)" in out and "270 ± 28 (2 formed)" in out
+
+
+def test_the_viewer_draws_the_timeline_and_a_strangers_names_stay_text(tmp_path):
+    """viewer.html gets the heads timeline under the maps (strips of heads x readings, formations
+    outlined, the loss and in-context score), drawn on a canvas in a real browser; a quantity name
+    from a stranger's timeline file is drawn as text, never markup."""
+    from attnexp.maps.html import Viewer, timeline_data
+    from attnexp.maps.render import TIMELINE_SHOWN
+    from helpers.browser import CHROMIUM, PAYLOAD, dump_dom, injected
+
+    if CHROMIUM is None:
+        pytest.skip("needs Debian's chromium (apt-get install chromium); .ci/run installs it")
+    steps = np.array(tl.schedule(400, 30))
+    n = len(steps)
+    jump = np.where(np.arange(n) >= 20, 0.7, 0.05)
+    t = planted(tmp_path, steps, {(1, 0): jump}, loss=np.where(np.arange(n) >= 20, 1.0, 3.0))
+    for r in t.readings:
+        r.values[PAYLOAD] = r.values["induction"]
+    formed = tl.formations(t)
+    data = timeline_data(t, formed, (*TIMELINE_SHOWN, PAYLOAD))
+    assert data["steps"] == steps.tolist() and set(data["values"]) == {"induction", "prev_token", PAYLOAD}
+    assert data["formations"] == [{"layer": 1, "head": 0, "role": "induction", "quantity": "induction",
+                                   "step": int(steps[20])}]
+    w = np.full((2, 1, 2, 3, 3), 1 / 3, dtype=np.float32)
+    v = Viewer([["a", "b", "c"]], 64)
+    v.add(-1, w)
+    v.add(0, w)
+    v.write(tmp_path / "viewer.html", "t", layers=2, heads=2, timeline=data)
+    dom = dump_dom(tmp_path / "viewer.html")
+    assert 'data-rendered="yes"' in dom and '<div id="tl" class="">' in dom, dom[-800:]
+    assert not injected(dom)
