@@ -1,8 +1,9 @@
 #!/usr/bin/env python
 """What attention-map logging and the head analysis cost: the default run (`python -m attnexp
 train`) and the same as a classifier (`task=classify`), each with maps off, with the maps alone
-(no analysis), at the default settings (roles and rollout; a classifier's relevance) and with
-head importance on, in an alternating order, several times; medians of fit time and of
+(no analysis), with the epoch snapshots but no heads timeline (lm), at the default settings (roles
+and rollout, the timeline's light readings; a classifier's relevance) and with head importance
+on, in an alternating order, several times; medians of fit time and of
 whole-run wall time, and each arm's overhead as a ratio to maps off in the same task.
 
     python scripts/bench/maps_overhead.py --repeats 3
@@ -38,6 +39,7 @@ NO_ANALYSIS = ["maps.roles=false", "maps.rollout=false", "maps.relevance=false"]
 ARMS = {  # name -> (task, overrides)
     "lm-off": ("lm", ["maps.enabled=false"]),
     "lm-maps": ("lm", NO_ANALYSIS),
+    "lm-no-timeline": ("lm", ["maps.timeline=false"]),  # epoch snapshots only: what the heads timeline adds
     "lm-default": ("lm", []),
     "lm-importance": ("lm", ["maps.importance=true"]),
     "classify-off": ("classify", ["task=classify", "maps.enabled=false"]),
@@ -60,6 +62,8 @@ PARTS = {  # what is timed: (module, attribute) -> label
     ("attnexp.training.maps_callback", "AttentionMaps.on_fit_start"): "maps (start snapshot)",
     ("attnexp.training.maps_callback", "AttentionMaps.on_validation_epoch_end"): "maps (each epoch)",
     ("attnexp.training.maps_callback", "AttentionMaps.on_fit_end"): "maps (GIFs and viewer at the end)",
+    ("attnexp.training.maps_callback", "AttentionMaps.on_train_batch_end"): "timeline: readings and every step's check",
+    ("attnexp.training.maps_callback", "AttentionMaps.timeline_picture"): "timeline: picture and change points",
     ("attnexp.training.maps_callback", "analyse"): "analysis, all of it",
     ("attnexp.heads.roles", "pattern_scores"): "roles: pattern scores",
     ("attnexp.heads.roles", "induction_scores"): "roles: induction scores",
