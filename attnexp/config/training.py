@@ -121,10 +121,9 @@ class MapsConfig:
         check(self.importance_examples >= 1, f"maps.importance_examples={self.importance_examples} must be >= 1")
         check(self.timeline_points >= 2, f"maps.timeline_points={self.timeline_points} must be >= 2")
         check(self.every_n_steps >= 0, f"maps.every_n_steps={self.every_n_steps} must be >= 0 (0: the log-spaced schedule)")
-        if self.change_points:
-            from attnexp.heads import timeline
-
-            check(timeline.available(), f"maps.change_points=true: {timeline.NEEDS}")
+        check(not self.change_points or importlib.util.find_spec("ruptures") is not None,  # heads.timeline.NEEDS
+              "maps.change_points=true: change points need ruptures: pip install 'attnexp[timeline]' "
+              "(or set maps.change_points=false)")
         for key, on, module, extra in (("flow", self.flow, "scipy", "explain"), ("bertviz", self.bertviz, "bertviz", "hf")):
             check(not on or importlib.util.find_spec(module) is not None,
                   f"maps.{key}=true needs {module}: pip install 'attnexp[{extra}]' (or set maps.{key}=false)")
