@@ -31,6 +31,7 @@ class AttentionConfig:
     rope_dim: int | None = None  # mla: per-head width of the decoupled RoPE part of q and k (default 8)
     sigmoid_bias: float | None = None  # sigmoid: the constant b in sigmoid(score + b) (default -log(model.max_len))
     forget_bias_init: float | None = None  # forgetting: the forget gate's initial bias (default 0: f = 0.5, as FoX)
+    smear_init: float | None = None  # smeared: each head's initial a, its own key's share sigmoid(a) (default 0: 0.5)
 
     @property
     def causal(self) -> bool:

@@ -14,7 +14,8 @@ score has made 10% of its total fall to the first where it has made 90%. A forma
 window" when its interval touches it.
 
     python scripts/studies/induction_formation.py                       # main part (~15 min on 2 cores)
-    python scripts/studies/induction_formation.py --parts variants      # ~30 min on 2 cores
+    python scripts/studies/induction_formation.py --parts variants      # ~40 min on 2 cores
+    python scripts/studies/induction_formation.py --parts variants --variants smeared,"smeared, 1 layer"
     python scripts/studies/induction_formation.py --smoke               # tiny, to check the script
 
 Writes scripts/results/induction_formation_<device>.{json,md} (and _variants) and, from the main
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -46,7 +48,10 @@ from attnexp.heads import timeline as tl  # noqa: E402
 
 SEEDS = (0, 1, 2)
 MAIN = {"2 layers": ["model.n_layers=2"], "1 layer (control)": ["model.n_layers=1"]}
-VARIANTS = ("rotary", "causal", "alibi", "differential", "sigmoid", "softpick")  # causal: plain MHA, learned positions
+# causal: plain MHA (learned positions); smeared: Olsson et al.'s smeared keys, which they find let one
+# layer form an induction head, so it also runs with one layer
+VARIANTS = {v: [f"attention={v}"] for v in ("rotary", "causal", "alibi", "differential", "sigmoid", "softpick", "smeared")}
+VARIANTS["smeared, 1 layer"] = ["attention=smeared", "model.n_layers=1"]
 
 
 def train(name: str, overrides: list[str], out: Path, steps: int, smoke: bool) -> dict:
@@ -101,11 +106,67 @@ def row(run: dict, arm: str, seed: int) -> dict:
 def run_all(jobs: list[tuple[str, list[str], int]], root: Path, steps: int, smoke: bool, workers: int) -> list[tuple]:
     def one(job):
         arm, ov, seed = job
-        out = root / f"{arm.split()[0]}-{arm.split()[1] if len(arm.split()) > 1 else ''}-s{seed}".replace(" ", "")
+        out = root / f"{re.sub(r'[^a-z0-9]+', '-', arm.lower()).strip('-')}-s{seed}"  # no comma: Hydra would sweep it
         return job, train(f"{arm} seed {seed}", [*ov, f"seed={seed}"], out, steps, smoke)
 
     with ThreadPoolExecutor(workers) as pool:
         return list(pool.map(one, jobs))
+
+
+def part_main(args, root: Path, out: Path, meta: dict) -> None:
+    """2 layers against the 1-layer control, 3 seeds each; the pictures of seed 0."""
+    jobs = [(arm, ov, seed) for arm, ov in MAIN.items() for seed in SEEDS]
+    done = run_all(jobs, root, args.steps, args.smoke, args.workers)
+    rows = [row(run, arm, seed) for (arm, _, seed), run in done]
+    wall = round(sum(r["wall s"] for r in rows), 1)
+    table = write_results(out, f"induction_formation_{meta['device']}", {**meta, "wall_s": wall},
+                          rows, "Induction heads forming: 2 layers against the 1-layer control",
+                          [c for c in rows[0] if c not in ("first induction",)],
+                          note="Each run: `python -m attnexp train experiment=induction_heads seed=S model.n_layers=L` "
+                               "(rotary, attention-only, 64 symbols, 64 tokens, batch 32, constant lr 1e-3), read "
+                               "every 25 steps. `@step`: where attnexp's change-point search dates the formation. "
+                               "icl: the in-context score (late minus early loss, nats) at the start and the end.")
+    print(table)
+    images = out / "images"
+    images.mkdir(parents=True, exist_ok=True)
+    for (arm, _, seed), run in done:
+        if seed == 0 and not args.smoke:
+            name = "induction_timeline.png" if arm == "2 layers" else "induction_control.png"
+            shutil.copyfile(run["dir"] / "maps" / "timeline.png", images / name)
+
+
+def variant_summary(rows: list[dict]) -> list[dict]:
+    """A row a variant: how many seeds formed an induction head, and when (mean +- std)."""
+    summary = []
+    for v in [v for v in VARIANTS if any(r["arm"] == v for r in rows)]:
+        mine = [r for r in rows if r["arm"] == v]
+        firsts = [r["first induction"] for r in mine if r["first induction"] is not None]
+        spread = statistics.stdev(firsts) if len(firsts) > 1 else 0
+        summary.append({"variant": v, "seeds with an induction head": f"{len(firsts)}/{len(mine)}",
+                        "first induction step (mean ± std)": f"{statistics.mean(firsts):.0f} ± {spread:.0f}" if firsts else "-",
+                        "steps": ", ".join(str(f) for f in firsts),
+                        "icl end (mean)": round(statistics.mean(r["icl end"] for r in mine), 2)})
+    return sorted(summary, key=lambda s: (s["steps"] == "", float(s["first induction step (mean ± std)"].split()[0])
+                                          if s["steps"] else 0))
+
+
+def part_variants(args, root: Path, out: Path, meta: dict) -> None:
+    """Each variant (or those --variants names), 3 seeds; rows of the others kept from the earlier file."""
+    chosen = args.variants.split(",") if args.variants else list(VARIANTS)
+    unknown = [v for v in chosen if v not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"--variants: {unknown} not among {list(VARIANTS)}")
+    done = run_all([(v, VARIANTS[v], seed) for v in chosen for seed in SEEDS], root, args.steps, args.smoke, args.workers)
+    rows = [row(run, arm, seed) for (arm, _, seed), run in done]
+    earlier = out / f"induction_formation_variants_{meta['device']}.json"
+    if args.variants and earlier.is_file():  # the other variants' rows from the earlier call, kept
+        rows = [r for r in json.loads(earlier.read_text())["runs"] if r["arm"] not in chosen] + rows
+    table = write_results(out, f"induction_formation_variants_{meta['device']}", {**meta, "runs": rows}, variant_summary(rows),
+                          "Which variants form induction heads, and when (3 seeds each)",
+                          note="`python -m attnexp train experiment=induction_heads attention=V seed=S`; causal "
+                               "(plain MHA) and the variants that do not encode positions get learned absolute positions "
+                               "(model.pos_emb=auto). Sorted by the mean first induction step.")
+    print(table)
 
 
 def main() -> None:
@@ -113,58 +174,21 @@ def main() -> None:
     ap.add_argument("--parts", default="main", help="main,variants")
     ap.add_argument("--steps", type=int, default=1000, help="training steps a run (batch 32)")
     ap.add_argument("--workers", type=int, default=2, help="runs at once (each on one thread)")
+    ap.add_argument("--variants", default="", help="variants part: only these (comma-separated; the others' rows "
+                                                 "are kept from the earlier result file)")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--out", default=None, help="default: scripts/results")
     args = ap.parse_args()
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    out = Path(args.out or RESULTS)
-    parts = args.parts.split(",")
-    root = Path(tempfile.mkdtemp(prefix="induction-"))
+    out, root = Path(args.out or RESULTS), Path(tempfile.mkdtemp(prefix="induction-"))
     meta = {"device": device, "torch": torch.__version__, "steps": args.steps, "seeds": list(SEEDS),
             "preset": "experiment=induction_heads", "smoke": args.smoke}
-    if "main" in parts:
-        jobs = [(arm, ov, seed) for arm, ov in MAIN.items() for seed in SEEDS]
-        done = run_all(jobs, root, args.steps, args.smoke, args.workers)
-        rows = [row(run, arm, seed) for (arm, _, seed), run in done]
-        meta_main = {**meta, "wall_s": round(sum(r["wall s"] for r in rows), 1)}
-        table = write_results(out, f"induction_formation_{device}", meta_main, rows,
-                              "Induction heads forming: 2 layers against the 1-layer control",
-                              [c for c in rows[0] if c not in ("first induction",)],
-                              note="Each run: `python -m attnexp train experiment=induction_heads seed=S model.n_layers=L` "
-                                   "(rotary, attention-only, 64 symbols, 64 tokens, batch 32, constant lr 1e-3), read "
-                                   "every 25 steps. `@step`: where attnexp's change-point search dates the formation. "
-                                   "icl: the in-context score (late minus early loss, nats) at the start and the end.")
-        print(table)
-        images = out / "images"
-        images.mkdir(parents=True, exist_ok=True)
-        for (arm, _, seed), run in done:
-            if seed == 0 and not args.smoke:
-                name = "induction_timeline.png" if arm == "2 layers" else "induction_control.png"
-                shutil.copyfile(run["dir"] / "maps" / "timeline.png", images / name)
-    if "variants" in parts:
-        jobs = [(v, [f"attention={v}"], seed) for v in VARIANTS for seed in SEEDS]
-        done = run_all(jobs, root, args.steps, args.smoke, args.workers)
-        rows = [row(run, arm, seed) for (arm, _, seed), run in done]
-        summary = []
-        for v in VARIANTS:
-            mine = [r for r in rows if r["arm"] == v]
-            firsts = [r["first induction"] for r in mine if r["first induction"] is not None]
-            summary.append({"variant": v, "seeds with an induction head": f"{len(firsts)}/{len(mine)}",
-                            "first induction step (mean ± std)": (f"{statistics.mean(firsts):.0f} ± "
-                                                                  f"{statistics.stdev(firsts) if len(firsts) > 1 else 0:.0f}")
-                            if firsts else "-",
-                            "steps": ", ".join(str(f) for f in firsts),
-                            "icl end (mean)": round(statistics.mean(r["icl end"] for r in mine), 2)})
-        summary.sort(key=lambda s: (s["steps"] == "", float(s["first induction step (mean ± std)"].split()[0])
-                                    if s["steps"] else 0))
-        table = write_results(out, f"induction_formation_variants_{device}", {**meta, "runs": rows}, summary,
-                              "Which variants form induction heads, and when (3 seeds each)",
-                              note="`python -m attnexp train experiment=induction_heads attention=V seed=S`; causal "
-                                   "(plain MHA) and the variants that do not encode positions get learned absolute positions "
-                                   "(model.pos_emb=auto). Sorted by the mean first induction step.")
-        print(table)
+    if "main" in args.parts.split(","):
+        part_main(args, root, out, meta)
+    if "variants" in args.parts.split(","):
+        part_variants(args, root, out, meta)
     shutil.rmtree(root, ignore_errors=True)
 
 

@@ -155,3 +155,35 @@ def test_forgetting_bias_is_the_sum_of_log_forget_gates_between_key_and_query():
             for j in range(i + 1):
                 assert abs(float(bias[h, i, j]) - float(log_f[j + 1: i + 1, h].sum())) < 1e-5
     assert (bias <= 0).all()
+
+
+@pytest.mark.parametrize("backend", ["eager", "sdpa", "flex"])
+@pytest.mark.parametrize("mask", MASKS)
+def test_smeared_keys_are_the_papers_mix_of_each_key_and_the_one_before(backend, mask):
+    """Olsson et al.'s k'_j = sigmoid(a) k_j + (1 - sigmoid(a)) k_{j-1}, k'_0 = k_0 (no released
+    code: the paper's equation): with a = +inf it is plain MHA; with a learned a per head, the maps
+    are softmax(q k'^T / sqrt(d)) with the keys mixed so."""
+    smeared, fused = build("smeared", backend, mask), build("mha", "eager", mask)
+    copy_fused(fused, smeared)
+    x, valid = torch.randn(B, T, D), pad_valid()
+    smeared.smear.data.fill_(100.0)  # each key its own: no smearing
+    torch.testing.assert_close(call(smeared, x, mask, valid)[0][valid], call(fused, x, mask, valid)[0][valid], **close)
+    smeared.smear.data = torch.tensor([-2.0, -0.5, 0.5, 2.0])
+    _, w = call(build_like(smeared, "eager"), x, mask, valid, need_weights=True)
+    with torch.no_grad():
+        q, k, _ = (heads(t) for t in smeared.qkv(x).split(D, -1))
+        own = torch.sigmoid(smeared.smear)[None, :, None, None]
+        k = own * k + (1 - own) * torch.cat([k[:, :, :1], k[:, :, :-1]], 2)
+        allowed = spec(smeared, mask, valid).allowed(T, x.device)
+        expected = torch.softmax((q @ k.transpose(-2, -1) / math.sqrt(Dh)).masked_fill(~allowed, float("-inf")), -1)
+    real = valid[:, None, :, None] & valid[:, None, None, :]
+    torch.testing.assert_close(w[real.expand_as(w)], expected[real.expand_as(w)], atol=1e-5, rtol=1e-4)
+
+
+def build_like(mod, backend):
+    """The same module (parameters shared) on another backend, for its weights."""
+    import copy
+
+    other = copy.deepcopy(mod)
+    other.backend = backend
+    return other
