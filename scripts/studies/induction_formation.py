@@ -15,7 +15,7 @@ window" when its interval touches it.
 
     python scripts/studies/induction_formation.py                       # main part (~15 min on 2 cores)
     python scripts/studies/induction_formation.py --parts variants      # ~40 min on 2 cores
-    python scripts/studies/induction_formation.py --parts variants --variants smeared,"smeared, 1 layer"
+    python scripts/studies/induction_formation.py --parts variants --variants "smeared,smeared 1-layer"
     python scripts/studies/induction_formation.py --smoke               # tiny, to check the script
 
 Writes scripts/results/induction_formation_<device>.{json,md} (and _variants) and, from the main
@@ -51,7 +51,7 @@ MAIN = {"2 layers": ["model.n_layers=2"], "1 layer (control)": ["model.n_layers=
 # causal: plain MHA (learned positions); smeared: Olsson et al.'s smeared keys, which they find let one
 # layer form an induction head, so it also runs with one layer
 VARIANTS = {v: [f"attention={v}"] for v in ("rotary", "causal", "alibi", "differential", "sigmoid", "softpick", "smeared")}
-VARIANTS["smeared, 1 layer"] = ["attention=smeared", "model.n_layers=1"]
+VARIANTS["smeared 1-layer"] = ["attention=smeared", "model.n_layers=1"]
 
 
 def train(name: str, overrides: list[str], out: Path, steps: int, smoke: bool) -> dict:
