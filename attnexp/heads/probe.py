@@ -55,17 +55,26 @@ def eval_mode(model) -> Iterator[None]:
             m.training = mode
 
 
-@torch.no_grad()
-def attention_maps(model, probe: Probe, pad_id: int) -> np.ndarray:
-    """(L, B, H, T, T) float32: post-softmax weights; zero rows/cols beyond each example's length."""
+def _pass(model, probe: Probe, pad_id: int):
+    """The probe batch through the model's weight-returning path: (output, ids, pad_mask)."""
     with eval_mode(model):
         device = next(model.parameters()).device
         ids, pad_mask = probe.batch(pad_id, device)
         types = None if probe.types is None else pad(probe.types, 0)[0].to(device)
         out = model(ids, pad_mask, need_weights=True, **({} if types is None else {"token_type_ids_BT": types}))
+    return out, ids, pad_mask
+
+
+def _maps(out, pad_mask) -> np.ndarray:
     w = torch.stack(out.attn).float()  # (L, B, H, T, T)
-    w = w * pad_mask[None, :, None, :, None] * pad_mask[None, :, None, None, :]
-    return w.cpu().numpy()
+    return (w * pad_mask[None, :, None, :, None] * pad_mask[None, :, None, None, :]).cpu().numpy()
+
+
+@torch.no_grad()
+def attention_maps(model, probe: Probe, pad_id: int) -> np.ndarray:
+    """(L, B, H, T, T) float32: post-softmax weights; zero rows/cols beyond each example's length."""
+    out, _, pad_mask = _pass(model, probe, pad_id)
+    return _maps(out, pad_mask)
 
 
 @torch.no_grad()
@@ -74,16 +83,9 @@ def maps_and_token_loss(model, probe: Probe, pad_id: int) -> tuple[np.ndarray, n
     position's next-token loss (B, T-1) (positions past an example's end are 0), else None."""
     import torch.nn.functional as F
 
-    with eval_mode(model):
-        device = next(model.parameters()).device
-        ids, pad_mask = probe.batch(pad_id, device)
-        types = None if probe.types is None else pad(probe.types, 0)[0].to(device)
-        out = model(ids, pad_mask, need_weights=True, **({} if types is None else {"token_type_ids_BT": types}))
-    w = torch.stack(out.attn).float()
-    w = w * pad_mask[None, :, None, :, None] * pad_mask[None, :, None, None, :]
+    out, ids, pad_mask = _pass(model, probe, pad_id)
     loss = None
     if model.head_kind == "lm" and model.a.causal:
-        logits = out.logits[:, :-1].float()
-        loss = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none") * pad_mask[:, 1:]
+        loss = F.cross_entropy(out.logits[:, :-1].float().transpose(1, 2), ids[:, 1:], reduction="none") * pad_mask[:, 1:]
         loss = loss.cpu().numpy()
-    return w.cpu().numpy(), loss
+    return _maps(out, pad_mask), loss
