@@ -96,24 +96,27 @@ def icl_score(token_loss_BT: np.ndarray, lengths: list[int]) -> float | None:
 # --- the file --------------------------------------------------------------------------------------
 
 class Writer:
-    """Appends readings to `<maps>/timeline.jsonl`; each line is flushed to the OS as written."""
+    """Appends readings to `<maps>/timeline.jsonl`; each line is flushed to the OS as written. It keeps
+    the readings as the file holds them (`timeline()`), so the run never reads its own file back."""
 
     def __init__(self, path: Path | str, layers: int, heads: int):
         self.path = Path(path)
         self.header = {"attnexp_timeline": FORMAT, "layers": int(layers), "heads": int(heads)}
+        self.readings: list[Reading] = []
 
     def start(self, keep_through: int | None) -> None:
         """A fresh file, or (a resumed run: `keep_through` = the last step its checkpoint had read) the
         earlier part's readings up to that step, the later ones (taken after the checkpoint, then
         lost with the run) dropped, so no step is in the file twice."""
-        kept: list[str] = []
+        self.readings = []
         if keep_through is not None and self.path.is_file():
             try:
                 old = read(self.path)
                 if (old.layers, old.heads) == (self.header["layers"], self.header["heads"]):
-                    kept = [r.line() for r in old.readings if r.step <= keep_through]
+                    self.readings = [r for r in old.readings if r.step <= keep_through]
             except TimelineError:
                 pass  # not one we can continue: start again, the checkpoint's state is what counts
+        kept = [r.line() for r in self.readings]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:  # whole or not at all
@@ -123,9 +126,15 @@ class Writer:
             tmp.unlink(missing_ok=True)
 
     def append(self, reading: Reading) -> None:
+        line = reading.line()
         with open(self.path, "a") as f:
-            f.write(reading.line() + "\n")
+            f.write(line + "\n")
             f.flush()
+        self.readings.append(_reading(line, self.header["layers"], self.header["heads"], self.path,
+                                      len(self.readings) + 2))  # as written: rounded, as a reader of the file sees it
+
+    def timeline(self) -> Timeline:
+        return Timeline(self.header["layers"], self.header["heads"], list(self.readings))
 
 
 @dataclass
@@ -204,8 +213,14 @@ def _reading(line: str, layers: int, heads: int, path: Path, n: int) -> Reading:
 
 # --- change points ---------------------------------------------------------------------------------
 
+class _Dated:
+    def as_dict(self) -> dict:
+        """For JSON (summary.json): the interval as a list."""
+        return {**asdict(self), "interval": list(self.interval)}
+
+
 @dataclass(frozen=True)
-class Formation:
+class Formation(_Dated):
     """Head (layer, head) became `role` (its score `quantity` rose from `before` to `after`) between
     the readings at steps interval[0] and interval[1]; `step` is the first reading after the change."""
 
@@ -223,12 +238,9 @@ class Formation:
         return (f"L{self.layer} H{self.head} became {article} {self.role} head at step {self.step} "
                 f"({self.interval[0]}-{self.interval[1]}; {self.quantity} {self.before:.2f} -> {self.after:.2f})")
 
-    def as_dict(self) -> dict:
-        return {**asdict(self), "interval": list(self.interval)}
-
 
 @dataclass(frozen=True)
-class Change:
+class Change(_Dated):
     """A change point in a run-level curve (the loss, the in-context score): mean `before` -> `after`."""
 
     name: str
@@ -236,9 +248,6 @@ class Change:
     interval: tuple[int, int]
     before: float
     after: float
-
-    def as_dict(self) -> dict:
-        return {**asdict(self), "interval": list(self.interval)}
 
 
 def available() -> bool:

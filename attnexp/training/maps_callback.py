@@ -226,7 +226,7 @@ class AttentionMaps(L.Callback):
         for name, (img, png) in pictures.items() if self.cfg.images_to_logger else ():
             log_image(trainer.loggers, f"head_{name}", img, png, logger_step(trainer))
         if self._writer is not None and self.cfg.images_to_logger:  # the timeline so far, one picture an epoch
-            drawn = self.timeline_picture(changepoints=False)
+            drawn = self.timeline_picture()
             if drawn is not None:
                 log_image(trainer.loggers, "heads_timeline", drawn, render.to_png(drawn), logger_step(trainer))
         log_stats_table(trainer, quantities.shown("table", {**s, **a.scores}), logger_step(trainer), a.roles)
@@ -242,45 +242,42 @@ class AttentionMaps(L.Callback):
 
             (log.debug if disk_full(e) else log.warning)("maps: the viewer and GIFs could not be written (%s)", e)
 
-    def timeline_picture(self, changepoints: bool) -> object | None:
-        """The timeline as written so far, drawn (render.timeline), with its change points when asked;
-        None without two readings. Sets timeline_summary when change points were asked for."""
-        try:
-            t = tl.read(self._writer.path)
-        except tl.TimelineError as e:
-            log.warning("maps: the timeline could not be read back: %s", e)
-            return None
-        if len(t.readings) < 2:
-            return None
-        formed, moved, why = [], [], None
-        if changepoints:
-            wanted = self.cfg.change_points
-            if wanted is False:
-                why = "maps.change_points=false"
-            elif not tl.available():
-                why = tl.NEEDS
-            else:
-                formed, moved = tl.formations(t), tl.changes(t)
-            self.timeline_summary = {"file": str(self._writer.path), "readings": len(t.readings),
-                                     "steps": [int(t.steps[0]), int(t.steps[-1])],
-                                     "formations": [f.as_dict() for f in formed], "changes": [c.as_dict() for c in moved],
-                                     **({"change_points_skipped": why} if why else {})}
-            for f in formed[:12]:
-                log.info("heads: %s", f.line())
-            if len(formed) > 12:
-                log.info("heads: ... and %d more formations (summary.json, maps/timeline.png)", len(formed) - 12)
-        if changepoints:
-            from attnexp.maps.html import timeline_data
+    def timeline_picture(self, formed=(), moved=()) -> object | None:
+        """The timeline so far, drawn (render.timeline) with these formations and changes; None
+        without two readings."""
+        t = self._writer.timeline()
+        return render.timeline(t, list(formed), list(moved), self.dir.parent.name) if len(t.readings) >= 2 else None
 
-            self._timeline_view = timeline_data(t, formed, render.TIMELINE_SHOWN)
-        return render.timeline(t, formed, moved, self.dir.parent.name)
+    def finish_timeline(self) -> None:
+        """At the end: the change points (heads.timeline), said in the log, kept for summary.json and
+        the viewer, and maps/timeline.png."""
+        t = self._writer.timeline()
+        if len(t.readings) < 2:
+            return
+        formed, moved, why = [], [], None
+        if self.cfg.change_points is False:
+            why = "maps.change_points=false"
+        elif not tl.available():
+            why = tl.NEEDS
+        else:
+            formed, moved = tl.formations(t), tl.changes(t)
+        self.timeline_summary = {"file": str(self._writer.path), "readings": len(t.readings),
+                                 "steps": [int(t.steps[0]), int(t.steps[-1])],
+                                 "formations": [f.as_dict() for f in formed], "changes": [c.as_dict() for c in moved],
+                                 **({"change_points_skipped": why} if why else {})}
+        for f in formed[:12]:
+            log.info("heads: %s", f.line())
+        if len(formed) > 12:
+            log.info("heads: ... and %d more formations (summary.json, maps/timeline.png)", len(formed) - 12)
+        from attnexp.maps.html import timeline_data
+
+        self._timeline_view = timeline_data(t, formed, render.TIMELINE_SHOWN)
+        render.write_png(self.timeline_picture(formed, moved), self.dir / "timeline.png")
 
     @rank_zero_only
     def finish(self, trainer):
-        if self._writer is not None and self._writer.path.is_file():
-            drawn = self.timeline_picture(changepoints=True)
-            if drawn is not None:
-                render.write_png(drawn, self.dir / "timeline.png")
+        if self._writer is not None:
+            self.finish_timeline()
         for b, frames in self.frames.items():
             render.gif(frames, self.dir / f"evolution_ex{b}.gif")
         if self.cfg.html and self.viewer is not None and self.viewer.epochs:
