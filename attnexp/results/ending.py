@@ -83,8 +83,10 @@ def heads_line(s: dict, root: Path) -> str | None:
     said = [f"L{f.get('layer')} H{f.get('head')} {f.get('role')} at step {f.get('step')}" for f in formed[:3]]
     if len(formed) > 3:
         said.append(f"{len(formed) - 3} more")
-    what = ("formed: " + ", ".join(said)) if said else (t.get("change_points_skipped") and "change points not sought") or \
-        "no head changed role abruptly"
+    if said:
+        what = "formed: " + ", ".join(said)
+    else:
+        what = "change points not sought" if t.get("change_points_skipped") else "no head changed role abruptly"
     picture = Path(str(t.get("file", ""))).with_name("timeline.png")
     return f"  heads    {what} · {t.get('readings', 0)} readings · {_rel(str(picture), root)}"
 
