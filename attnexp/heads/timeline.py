@@ -97,35 +97,48 @@ def icl_score(token_loss_BT: np.ndarray, lengths: list[int]) -> float | None:
 
 class Writer:
     """Appends readings to `<maps>/timeline.jsonl`; each line is flushed to the OS as written. It keeps
-    the readings as the file holds them (`timeline()`), so the run never reads its own file back."""
+    the readings as the file holds them (`timeline()`), so the run never reads its own file back.
+    The header's layers x heads are those of the maps the first reading holds, not the model's
+    config: a variant may give fewer maps than model.n_heads (single_head, dot_product: one a layer)."""
 
-    def __init__(self, path: Path | str, layers: int, heads: int):
+    def __init__(self, path: Path | str):
         self.path = Path(path)
-        self.header = {"attnexp_timeline": FORMAT, "layers": int(layers), "heads": int(heads)}
+        self.header: dict | None = None
         self.readings: list[Reading] = []
 
     def start(self, keep_through: int | None) -> None:
-        """A fresh file, or (a resumed run: `keep_through` = the last step its checkpoint had read) the
-        earlier part's readings up to that step, the later ones (taken after the checkpoint, then
-        lost with the run) dropped, so no step is in the file twice."""
-        self.readings = []
-        if keep_through is not None and self.path.is_file():
+        """A fresh file at the first reading, or (a resumed run: `keep_through` = the last step its
+        checkpoint had read) the earlier part's readings up to that step, the later ones (taken after
+        the checkpoint, then lost with the run) dropped, so no step is in the file twice."""
+        self.header, self.readings = None, []
+        if keep_through is None:  # a fresh run in this folder: an earlier run's file is not part of it
+            self.path.unlink(missing_ok=True)
+        elif self.path.is_file():
             try:
                 old = read(self.path)
-                if (old.layers, old.heads) == (self.header["layers"], self.header["heads"]):
-                    self.readings = [r for r in old.readings if r.step <= keep_through]
             except TimelineError:
-                pass  # not one we can continue: start again, the checkpoint's state is what counts
+                return  # not one we can continue: start again, the checkpoint's state is what counts
+            self.readings = [r for r in old.readings if r.step <= keep_through]
+            self._write(old.layers, old.heads)
+
+    def _write(self, layers: int, heads: int) -> None:
+        """The header and the readings kept, whole or not at all."""
+        self.header = {"attnexp_timeline": FORMAT, "layers": int(layers), "heads": int(heads)}
         kept = [r.line() for r in self.readings]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        try:  # whole or not at all
+        try:
             tmp.write_text("".join(line + "\n" for line in [json.dumps(self.header), *kept]))
             os.replace(tmp, self.path)
         finally:
             tmp.unlink(missing_ok=True)
 
     def append(self, reading: Reading) -> None:
+        shape = next(iter(reading.values.values())).shape if reading.values else (0, 0)
+        if self.header is None or (self.header["layers"], self.header["heads"]) != tuple(shape):
+            if self.header is not None:  # the earlier part read a model of other sizes: not one timeline
+                self.readings = []
+            self._write(*shape)
         line = reading.line()
         with open(self.path, "a") as f:
             f.write(line + "\n")
@@ -134,7 +147,8 @@ class Writer:
                                       len(self.readings) + 2))  # as written: rounded, as a reader of the file sees it
 
     def timeline(self) -> Timeline:
-        return Timeline(self.header["layers"], self.header["heads"], list(self.readings))
+        h = self.header or {"layers": 0, "heads": 0}
+        return Timeline(h["layers"], h["heads"], list(self.readings))
 
 
 @dataclass

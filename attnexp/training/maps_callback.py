@@ -75,8 +75,7 @@ class AttentionMaps(L.Callback):
             return
         start = self.dir / f"{snapshot.stem(snapshot.START)}.npz"
         if self.cfg.timeline and trainer.is_global_zero:
-            m = pl_module.model.m  # the model's own sizes (a pretrained one's come from its checkpoint)
-            self._writer = tl.Writer(self.dir / tl.FILE, m.n_layers, m.n_heads)
+            self._writer = tl.Writer(self.dir / tl.FILE)  # its sizes: the maps' own, at the first reading
             self._writer.start(keep_through=self._resume_read if trainer.ckpt_path else None)
             self._read_through = self._resume_read if trainer.ckpt_path and self._resume_read is not None else -1
         if trainer.ckpt_path:  # a resumed run: its first part took the start; the model now is not the start
