@@ -19,6 +19,10 @@ ratio to `bare` and to `plain`:
     python scripts/bench/framework_overhead.py --repeats 6
     python scripts/bench/framework_overhead.py --tag _small model=small   # overrides for every arm
 
+With `--profile`, each arm then runs once more under `torch.profiler` (scripts/bench/step_profile.py:
+8 steps of the second epoch; not timed with the repeats): the GPU's busy share of those steps, the
+longest stretches it waited for the host and what the host was doing then, syncs a step.
+
 Step time is the median interval between the starts of consecutive training batches in every
 epoch but the first (data loading, forward, backward, optimizer, hooks, logging; not validation).
 Fit time runs from the first training batch's epoch to the end of the last epoch, validation and
@@ -47,17 +51,24 @@ ARMS = {"plain": [], "bare": [], "lean": ["maps.enabled=false", "logger=none", "
         "default": []}
 
 
+PROFILER = None  # a step_profile.StepProfiler in an arm's process run with --profile-out
+
+
 class StepClock:
-    """Batch-start times per epoch; the same clock for both loops."""
+    """Batch-start times per epoch; the same clock for every loop (and the profiler's trigger)."""
 
     def __init__(self):
         self.epochs: list[list[float]] = []
 
     def epoch(self):
         self.epochs.append([])
+        if PROFILER is not None:
+            PROFILER.epoch()
 
     def tick(self):
         self.epochs[-1].append(time.perf_counter())
+        if PROFILER is not None:
+            PROFILER.tick()
 
     def step_ms(self) -> float:
         gaps = [b - a for ts in self.epochs[1:] for a, b in zip(ts, ts[1:])]
@@ -238,13 +249,23 @@ def main() -> None:
     ap.add_argument("--out", default=str(REPO / "scripts" / "results"), help="folder for the result file")
     ap.add_argument("--arm", choices=sorted(ARMS), help=argparse.SUPPRESS)  # one arm, in this process
     ap.add_argument("--result", help=argparse.SUPPRESS)
+    ap.add_argument("--profile", action="store_true", help="then each arm once under torch.profiler (step_profile.py)")
+    ap.add_argument("--profile-out", help=argparse.SUPPRESS)
     ap.add_argument("overrides", nargs="*", help="Hydra overrides for every arm, e.g. experiment=copy")
     args = ap.parse_args()
 
     if args.arm:
+        if args.profile_out:
+            global PROFILER
+            from step_profile import StepProfiler
+
+            PROFILER = StepProfiler(Path(args.profile_out))
         out_dir = Path(tempfile.mkdtemp(prefix=f"overhead-{args.arm}-"))
         fn = {"plain": run_plain, "bare": run_bare}.get(args.arm, run_attnexp)
-        Path(args.result).write_text(json.dumps(fn([*ARMS[args.arm], *args.overrides], out_dir)))
+        result = fn([*ARMS[args.arm], *args.overrides], out_dir)
+        if PROFILER is not None:
+            PROFILER.close()
+        Path(args.result).write_text(json.dumps(result))
         return
 
     order = args.arms.split(",")
@@ -262,6 +283,7 @@ def main() -> None:
             print(f"repeat {i} {arm:>7}: step {r['step_ms']:.2f} ms, fit {r['fit_s']:.2f} s, "
                   f"{r['steps']} steps, final val loss {r['final_val_loss']}", flush=True)
 
+    profiles = {arm: profile(arm, args.overrides) for arm in order} if args.profile else {}
     med = {a: {k: statistics.median(r[k] for r in rs) for k in ("step_ms", "fit_s")} for a, rs in runs.items()}
     base = med[order[0]]
     over = {a: {k: round(100 * (m[k] / base[k] - 1), 1) for k in m} for a, m in med.items()}
@@ -270,7 +292,8 @@ def main() -> None:
               for b in ("bare", "plain") if b in med for a in order if a != b}
     result = {"device": device, "torch": torch.__version__, "repeats": args.repeats, "overrides": args.overrides,
               "median": med, "step_us": {a: round(1000 * m["step_ms"], 1) for a, m in med.items()}, "ratios": ratios,
-              f"overhead_pct_vs_{order[0]}": over, "runs": runs}
+              f"overhead_pct_vs_{order[0]}": over, "runs": runs,
+              **({"profile": profiles} if profiles else {})}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"framework_overhead_{'gpu' if torch.cuda.is_available() else 'cpu'}{args.tag}.json").write_text(
@@ -281,6 +304,28 @@ def main() -> None:
                            f"{med[a]['step_ms'] / med[bare]['step_ms']:.3f}x", f"{med[a]['fit_s']:.2f}",
                            f"{med[a]['fit_s'] / med[bare]['fit_s']:.3f}x"] for a in order],
                          ["arm", "step us", f"vs {order[0]}", f"step vs {bare}", "fit s", f"fit vs {bare}"]))
+    if profiles:
+        print(profile_table(profiles))
+
+
+def profile(arm: str, overrides: list[str]) -> dict:
+    """One more run of an arm, its steps 4-12 of the second epoch under torch.profiler, summarised."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as f, tempfile.NamedTemporaryFile(suffix=".json") as p:
+        subprocess.run([sys.executable, __file__, "--arm", arm, "--result", f.name, "--profile-out", p.name, *overrides],
+                       cwd=REPO, check=True, capture_output=True)
+        text = Path(p.name).read_text()
+    return json.loads(text) if text.strip() else {"error": "the run ended before its profiled steps"}
+
+
+def profile_table(profiles: dict) -> str:
+    rows = []
+    for arm, s in profiles.items():
+        gap = (s.get("top_gaps") or [{}])[0]
+        rows.append([arm, s.get("host_ms_per_step", ""), s.get("gpu_busy_pct", "n/a"), s.get("syncs_per_step", ""),
+                     f"{gap.get('gap_us', '')} us: {', '.join(gap.get('host_doing', []))}" if gap else "",
+                     ", ".join(f"{o['op']} {o['self_us_per_step']}" for o in s.get("top_host_ops", [])[:3])])
+    return "\n" + markdown_table(rows, ["arm", "ms a step", "GPU busy %", "syncs a step", "longest GPU gap",
+                                        "top host ops (self us a step)"])
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 #!/usr/bin/env python
 """Whole-model training throughput on one device: attnexp's Transformer in a bare training loop on
 random tokens (no data pipeline), with and without `torch.compile`: tokens/s, model FLOPs
-utilisation (attnexp.perf's count over the device's dense peak), peak memory.
+utilisation (attnexp.perf's count over the device's dense peak), peak memory. Beside it, at the
+GPT-2-small shape, nanoGPT's own GPT (scripts/bench/nanogpt.py, transcribed from its model.py) in
+the same loop, optimizer and precision: `vs_nanogpt` is our tokens/s over its, compiled or not alike.
 
     python scripts/bench/model.py                      # CUDA: GPT-2-small-sized (T=1024) and model=small, bf16
     python scripts/bench/model.py --smoke              # CPU, tiny, seconds: the tests run this
@@ -37,19 +39,33 @@ SIZES = {  # name: (d_model, heads, layers, T, batch, vocab)
 }
 
 
-def measure(size: str, compile_: bool, device: torch.device, steps: int) -> dict:
+def build(arm: str, size: str, device: torch.device):
+    """The model and a function of (input ids, targets) -> loss: attnexp's Transformer with the SDPA
+    backend, or nanoGPT's GPT of the same shape (its default bias=True, as GPT-2)."""
     d, h, layers, T, B, V = SIZES[size]
-    torch.manual_seed(0)
+    if arm == "nanogpt":
+        from nanogpt import GPT, GPTConfig
+
+        model = GPT(GPTConfig(block_size=T, vocab_size=V, n_layer=layers, n_head=h, n_embd=d)).to(device)
+        return model, lambda fwd, x, y: fwd(x, y)[1]
     model = Transformer(ModelConfig(d_model=d, n_heads=h, n_layers=layers, max_len=T),
                         AttentionConfig(name="mha", backend="sdpa"), V).to(device)
+    return model, lambda fwd, x, y: lm_loss(fwd(x).logits, y)
+
+
+def measure(size: str, compile_: bool, device: torch.device, steps: int, arm: str = "attnexp") -> dict:
+    d, h, layers, T, B, V = SIZES[size]
+    torch.manual_seed(0)
+    model, loss_of = build(arm, size, device)
     opt, sched = adamw_warmup_cosine(model.parameters(), OptimConfig(), steps + 5, fused=device.type == "cuda")
     fwd = torch.compile(model) if compile_ else model
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     ids = torch.randint(0, V, (B, T + 1), device=device)
+    x, y = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()  # as nanoGPT's get_batch gives them
 
     def step():
         with torch.autocast(device.type, dtype=dtype, enabled=device.type == "cuda"):
-            loss = lm_loss(fwd(ids[:, :-1]).logits, ids[:, 1:])
+            loss = loss_of(fwd, x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -69,14 +85,25 @@ def measure(size: str, compile_: bool, device: torch.device, steps: int) -> dict
     if device.type == "cuda":
         torch.cuda.synchronize()
     s = (time.perf_counter() - t0) / steps
-    flops = B * T * train_flops_per_position(model.matmul_params(), AttentionConfig(name="mha"), T, d, h, layers)
+    matmul = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))  # both arms alike
+    flops = B * T * train_flops_per_position(matmul, AttentionConfig(name="mha"), T, d, h, layers)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     peak = peak_tflops(name, "bf16-mixed" if device.type == "cuda" else "32-true")
-    return {"model": size, "compile": compile_, "params_m": round(model.num_params() / 1e6, 1), "T": T, "batch": B,
+    params = sum(p.numel() for p in model.parameters())
+    return {"arm": arm, "model": size, "compile": compile_, "params_m": round(params / 1e6, 1), "T": T, "batch": B,
             "step_ms": round(1000 * s, 2), "tokens_per_s": round(B * T / s), "tflops": round(flops / s / 1e12, 2),
             "mfu": round(flops / s / 1e12 / peak[0], 4) if peak else None,
             "peak_mb": round(torch.cuda.max_memory_allocated() / 2**20) if device.type == "cuda" else None,
             "warmup_s": round(warm_s, 1)}
+
+
+def vs_nanogpt(rows: list[dict]) -> None:
+    """Each attnexp row's tokens/s over nanoGPT's at the same size and compile, where both ran."""
+    theirs = {(r["model"], r["compile"]): r.get("tokens_per_s") for r in rows if r["arm"] == "nanogpt"}
+    for r in rows:
+        t = theirs.get((r["model"], r["compile"]))
+        if r["arm"] == "attnexp" and isinstance(t, int) and isinstance(r.get("tokens_per_s"), int):
+            r["vs_nanogpt"] = round(r["tokens_per_s"] / t, 3)
 
 
 def main() -> None:
@@ -86,23 +113,28 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--no-compile", action="store_true", help="skip the compiled rows")
+    ap.add_argument("--nanogpt", default="gpt2-small", help="sizes nanoGPT's GPT is timed at too ('' for none)")
     ap.add_argument("--out", default=str(REPO / "scripts" / "results"))
     args = ap.parse_args()
     device = torch.device(args.device)
     sizes = ["tiny"] if args.smoke else args.sizes.split(",")
     compiles = [False] if (args.smoke or args.no_compile) else [False, True]
+    twins = set(sizes) if args.smoke else set(filter(None, args.nanogpt.split(",")))
     rows = []
     for size in sizes:
         for c in compiles:
-            try:
-                r = measure(size, c, device, 3 if args.smoke else args.steps)
-            except torch.OutOfMemoryError:
-                r = {"model": size, "compile": c, "step_ms": "OOM"}
-            rows.append(r)
-            print(json.dumps(r), flush=True)
+            for arm in ["attnexp", "nanogpt"] if size in twins else ["attnexp"]:
+                try:
+                    r = measure(size, c, device, 3 if args.smoke else args.steps, arm)
+                except torch.OutOfMemoryError:
+                    r = {"arm": arm, "model": size, "compile": c, "step_ms": "OOM"}
+                rows.append(r)
+                print(json.dumps(r), flush=True)
+    vs_nanogpt(rows)
     meta = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu", "torch": torch.__version__,
             "cuda": torch.version.cuda, "date": datetime.now().isoformat(timespec="seconds")}
-    cols = ["model", "compile", "params_m", "T", "batch", "step_ms", "tokens_per_s", "tflops", "mfu", "peak_mb", "warmup_s"]
+    cols = ["arm", "model", "compile", "params_m", "T", "batch", "step_ms", "tokens_per_s", "tflops", "mfu", "vs_nanogpt",
+            "peak_mb", "warmup_s"]
     stem = f"model_{device.type}" + ("_smoke" if args.smoke else "")
     table = write_results(args.out, stem, meta, rows, f"Whole model on {meta['device']}", cols)
     print(f"\n{meta['device']} · torch {meta['torch']}\n{table}")

@@ -5,10 +5,12 @@
                  sync in a training step
   2. kernels     scripts/bench/kernels.py: every softmax variant x eager/sdpa/flex x T 128..8192 x
                  head dim 64/128 x causal/bidirectional, bf16, fwd+bwd, against a bare SDPA call
-  3. model       scripts/bench/model.py: a GPT-2-small-sized model (T=1024) and model=small, with and
-                 without torch.compile: tokens/s, MFU, peak memory
-  4. overhead    scripts/bench/framework_overhead.py on the GPU: attnexp against a plain PyTorch loop,
-                 GPT-2-small-sized on sequences of ~1000 tokens
+  3. model       scripts/bench/model.py: a GPT-2-small-sized model (T=1024), with and without
+                 torch.compile, beside nanoGPT's own GPT in the same loop: tokens/s, MFU, peak memory
+  4. overhead    scripts/bench/framework_overhead.py on the GPU: attnexp (lean and default) against a
+                 plain PyTorch loop and a bare LightningModule, GPT-2-small-sized on sequences of ~1000
+                 tokens, 3 interleaved repeats, then each arm once under torch.profiler (GPU busy share,
+                 the longest GPU gaps and what the host did then)
   5. newsgroups  scripts/studies/newsgroups.py: the preset and larger settings, raw and cleaned posts,
                  against TF-IDF + linear SVM (read from
                  scripts/results/newsgroups_baseline.json, which `--baseline-only` computes on the CPU)
@@ -47,7 +49,7 @@ from common import markdown_table  # noqa: E402
 
 PARTS = ("cuda-tests", "kernels", "model", "overhead", "newsgroups", "finetune")
 # GPT-2-small-sized training on the synthetic copy task: ~1000-token sequences, the same batches for both arms
-GPT2 = ["model=gpt2", "data=synthetic", "data.length=498", "data.max_len=1000", "data.n_symbols=64", "data.n_train=1024",
+GPT2 = ["model=gpt2", "data=synthetic", "data.length=498", "data.max_len=1000", "data.n_symbols=64", "data.n_train=512",
         "data.n_val=64", "data.batch_size=8", "trainer.max_epochs=2", "maps.enabled=false", "test=false"]
 NEWSGROUPS = {  # tag: overrides on top of experiment=newsgroups, tried in this order while time lasts
     "preset": [],
@@ -91,6 +93,8 @@ def arguments() -> tuple[argparse.Namespace, list[str], Path]:
     ap.add_argument("--newsgroups-settings", default="raw,clean", help="raw, clean or both (newsgroups and finetune)")
     ap.add_argument("--pretrained", default=str(PRETRAINED), help="a BERT-family folder for the finetune part")
     ap.add_argument("--finetune-minutes", type=float, default=3.0, help="the fine-tune's training time limit per setting")
+    ap.add_argument("--overhead-arms", default="plain,bare,lean,default", help="the overhead part's arms")
+    ap.add_argument("--cuda-tests-k", default=None, help="pytest -k for the cuda-tests part (default: all of them)")
     args = ap.parse_args()
     pretrained = Path(args.pretrained).resolve()
     have_model = (pretrained / "config.json").is_file()
@@ -120,16 +124,18 @@ def commands(args, out: Path, pretrained: Path) -> dict[str, list[tuple[str, lis
     newsgroups = [py, "scripts/studies/newsgroups.py", f"--out={out}", f"--settings={settings}", BASELINE, *ng_path]
     return {
         "cuda-tests": [("cuda-tests", [py, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider", "--durations=10",
-                                       *(["-k", "flex_gradients and mha"] if s else [])], 90 if s else 150, "cuda-tests.log")],
+                                       *(["-k", "flex_gradients and mha"] if s else ["-k", args.cuda_tests_k] if args.cuda_tests_k
+                                         else [])], 90 if s else 150, "cuda-tests.log")],
         "kernels": [("kernels", [py, "scripts/bench/kernels.py", f"--out={out}", *(["--smoke"] if s else ["--budget-s=150"])],
                      120 if s else 200, "kernels.log")],
-        "model": [("model", [py, "scripts/bench/model.py", f"--out={out}", *(["--smoke"] if s else [])], 120 if s else 150,
-                   "model.log")],
-        # the four arms (plain loop, bare LightningModule, attnexp lean and default), interleaved: 3 repeats on a GPU
-        "overhead": [("overhead", [py, "scripts/bench/framework_overhead.py", f"--repeats={1 if s else 3}",
-                                   f"--arms={'plain,bare,lean' if s else 'plain,bare,lean,default'}", f"--out={out}",
+        "model": [("model", [py, "scripts/bench/model.py", f"--out={out}", *(["--smoke"] if s else ["--sizes=gpt2-small"])],
+                   120 if s else 150, "model.log")],
+        # the four arms (plain loop, bare LightningModule, attnexp lean and default), interleaved: 3 repeats on a
+        # GPU; then each once under the profiler
+        "overhead": [("overhead", [py, "scripts/bench/framework_overhead.py", f"--repeats={1 if s else 3}", "--profile",
+                                   f"--arms={'plain,bare,lean' if s else args.overhead_arms}", f"--out={out}",
                                    *(["data.n_sentences=300", "trainer.max_epochs=1"] if s else ["--tag=_gpt2", *GPT2])],
-                      150 if s else 420, "overhead.log")],
+                      200 if s else 90 * len(args.overhead_arms.split(",")), "overhead.log")],
         "newsgroups": [(f"newsgroups {tag}", [*newsgroups, f"--tag=_{tag}", f"--minutes={0.5 if s else args.newsgroups_minutes}",
                                               *(tiny if s else NEWSGROUPS[tag])],
                         180 if s else 60 * n_settings * (args.newsgroups_minutes + 1.5), f"newsgroups_{tag}.log")

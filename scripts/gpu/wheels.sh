@@ -12,7 +12,7 @@
 # MiB, over the 64 MiB a call carries; training upcasts them to float32 when it loads them, so the
 # fine-tune starts from the checkpoint rounded to fp16, a relative change of at most 2^-11.)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."  # the repo root (this script is scripts/gpu/wheels.sh)
 mkdir -p .whl .gpu_data "$(dirname "$(git rev-parse --git-path info/exclude)")"
 exclude=$(git rev-parse --git-path info/exclude)
 grep -qxF '/.whl/' "$exclude" 2>/dev/null || echo '/.whl/' >> "$exclude"

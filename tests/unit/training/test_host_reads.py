@@ -62,3 +62,42 @@ def test_the_device_side_macro_f1_equals_torchmetrics():
         conf.index_add_(0, labels * C + pred, torch.ones(n))
         want = MulticlassF1Score(C, average="macro")(pred, labels)
         assert float(macro_f1(conf, C)) == pytest.approx(float(want), abs=1e-6), (C, n)
+
+
+class SyncErrors(StepMarks):
+    """On a GPU: `torch.cuda.set_sync_debug_mode("error")` for every training step that is neither a
+    logging step, an epoch's last nor one the timeline reads after (from its batch start to the next
+    one's), so a sync anywhere in such a step (the module, Lightning, a callback, a logger) raises."""
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        import torch
+
+        super().on_train_batch_start(trainer, pl_module, batch, batch_idx)
+        s = trainer.global_step
+        quiet = s >= 2 and s not in self.logging_steps | self.last_of_epoch | self.reading_steps  # 2: warm-up
+        torch.cuda.set_sync_debug_mode("error" if quiet else "default")
+        self.strict = getattr(self, "strict", 0) + quiet
+
+    def on_validation_start(self, trainer, pl_module):
+        import torch
+
+        torch.cuda.set_sync_debug_mode("default")
+
+    on_train_end = on_validation_start
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("overrides", [["logger=tensorboard", "trainer.enable_progress_bar=true"],
+                                       ["logger=csv", "task=classify"]], ids=["lm", "classifier"])
+def test_on_a_gpu_no_step_between_logging_steps_syncs_in_a_whole_fit(overrides, tmp_path):
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    marks = SyncErrors(Counter())
+    try:
+        s = train(run_of([*SMALL, "trainer=gpu", *overrides], tmp_path), callbacks=[marks])
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert s["status"] == "completed", s.get("error") or s
+    assert marks.strict > 10
