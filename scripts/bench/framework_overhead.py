@@ -128,6 +128,7 @@ def run_bare(overrides: list[str], out_dir: Path) -> dict:
     classify = run.task.name == "classify"
     clock = StepClock()
     epochs = run.trainer.max_epochs
+    clip = run.trainer.gradient_clip_val or 0.0
 
     class Bare(L.LightningModule):
         def __init__(self):
@@ -150,6 +151,12 @@ def run_bare(overrides: list[str], out_dir: Path) -> dict:
         def on_train_batch_start(self, batch, batch_idx):
             clock.tick()
 
+        def on_before_optimizer_step(self, optimizer):
+            # clipped here, not by Trainer(gradient_clip_val=): Lightning's MixedPrecision refuses to clip for a
+            # fused AdamW even under bf16, where nothing is scaled (Lightning #21435; attnexp's module does the same)
+            if clip:
+                torch.nn.utils.clip_grad_norm_(self.parameters(), clip)
+
         def on_train_epoch_end(self):
             torch.save({"model": self.model.state_dict(), "optimizer": self.optimizers().state_dict()}, out_dir / "last.pt")
 
@@ -162,7 +169,6 @@ def run_bare(overrides: list[str], out_dir: Path) -> dict:
 
     trainer = L.Trainer(accelerator=device.type, devices=1, max_epochs=epochs, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-                        gradient_clip_val=run.trainer.gradient_clip_val,
                         precision="bf16-mixed" if device.type == "cuda" else "32-true")
     t0 = time.perf_counter()
     trainer.fit(Bare(), datamodule=dm)

@@ -40,17 +40,18 @@ SIZES = {  # name: (d_model, heads, layers, T, batch, vocab)
 
 
 def build(arm: str, size: str, device: torch.device):
-    """The model and a function of (input ids, targets) -> loss: attnexp's Transformer with the SDPA
-    backend, or nanoGPT's GPT of the same shape (its default bias=True, as GPT-2)."""
+    """The model and a function of (input ids, targets) -> loss, the scope `torch.compile` takes: attnexp's
+    Transformer with the SDPA backend and its loss (as model.compile compiles them in training), or
+    nanoGPT's GPT of the same shape (its default bias=True, as GPT-2; its forward holds the loss)."""
     d, h, layers, T, B, V = SIZES[size]
     if arm == "nanogpt":
         from nanogpt import GPT, GPTConfig
 
         model = GPT(GPTConfig(block_size=T, vocab_size=V, n_layer=layers, n_head=h, n_embd=d)).to(device)
-        return model, lambda fwd, x, y: fwd(x, y)[1]
+        return model, lambda x, y: model(x, y)[1]
     model = Transformer(ModelConfig(d_model=d, n_heads=h, n_layers=layers, max_len=T),
                         AttentionConfig(name="mha", backend="sdpa"), V).to(device)
-    return model, lambda fwd, x, y: lm_loss(fwd(x).logits, y)
+    return model, lambda x, y: lm_loss(model(x).logits, y)
 
 
 def measure(size: str, compile_: bool, device: torch.device, steps: int, arm: str = "attnexp") -> dict:
@@ -58,14 +59,14 @@ def measure(size: str, compile_: bool, device: torch.device, steps: int, arm: st
     torch.manual_seed(0)
     model, loss_of = build(arm, size, device)
     opt, sched = adamw_warmup_cosine(model.parameters(), OptimConfig(), steps + 5, fused=device.type == "cuda")
-    fwd = torch.compile(model) if compile_ else model
+    fwd = torch.compile(loss_of) if compile_ else loss_of
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     ids = torch.randint(0, V, (B, T + 1), device=device)
     x, y = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()  # as nanoGPT's get_batch gives them
 
     def step():
         with torch.autocast(device.type, dtype=dtype, enabled=device.type == "cuda"):
-            loss = loss_of(fwd, x, y)
+            loss = fwd(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

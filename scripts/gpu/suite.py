@@ -135,7 +135,7 @@ def commands(args, out: Path, pretrained: Path) -> dict[str, list[tuple[str, lis
         "overhead": [("overhead", [py, "scripts/bench/framework_overhead.py", f"--repeats={1 if s else 3}", "--profile",
                                    f"--arms={'plain,bare,lean' if s else args.overhead_arms}", f"--out={out}",
                                    *(["data.n_sentences=300", "trainer.max_epochs=1"] if s else ["--tag=_gpt2", *GPT2])],
-                      200 if s else 90 * len(args.overhead_arms.split(",")), "overhead.log")],
+                      200 if s else 140 * len(args.overhead_arms.split(",")), "overhead.log")],
         "newsgroups": [(f"newsgroups {tag}", [*newsgroups, f"--tag=_{tag}", f"--minutes={0.5 if s else args.newsgroups_minutes}",
                                               *(tiny if s else NEWSGROUPS[tag])],
                         180 if s else 60 * n_settings * (args.newsgroups_minutes + 1.5), f"newsgroups_{tag}.log")
