@@ -261,18 +261,7 @@ def main() -> None:
     args = ap.parse_args()
 
     if args.arm:
-        if args.profile_out:
-            global PROFILER
-            from step_profile import StepProfiler
-
-            PROFILER = StepProfiler(Path(args.profile_out))
-        out_dir = Path(tempfile.mkdtemp(prefix=f"overhead-{args.arm}-"))
-        fn = {"plain": run_plain, "bare": run_bare}.get(args.arm, run_attnexp)
-        result = fn([*ARMS[args.arm], *args.overrides], out_dir)
-        if PROFILER is not None:
-            PROFILER.close()
-        Path(args.result).write_text(json.dumps(result))
-        return
+        return run_arm(args)
 
     order = args.arms.split(",")
     for a in order:
@@ -312,6 +301,22 @@ def main() -> None:
                          ["arm", "step us", f"vs {order[0]}", f"step vs {bare}", "fit s", f"fit vs {bare}"]))
     if profiles:
         print(profile_table(profiles))
+
+
+def run_arm(args) -> None:
+    """One arm in this process (the parent runs each arm so): its result to --result, its profile
+    summary to --profile-out when given."""
+    global PROFILER
+    if args.profile_out:
+        from step_profile import StepProfiler
+
+        PROFILER = StepProfiler(Path(args.profile_out))
+    out_dir = Path(tempfile.mkdtemp(prefix=f"overhead-{args.arm}-"))
+    fn = {"plain": run_plain, "bare": run_bare}.get(args.arm, run_attnexp)
+    result = fn([*ARMS[args.arm], *args.overrides], out_dir)
+    if PROFILER is not None:
+        PROFILER.close()
+    Path(args.result).write_text(json.dumps(result))
 
 
 def profile(arm: str, overrides: list[str]) -> dict:

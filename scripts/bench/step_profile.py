@@ -23,7 +23,13 @@ import torch
 
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 HOST_CATS = {"cpu_op", "user_annotation", "cuda_runtime", "cuda_driver"}
-SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
+SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")  # and a blocking "cudaMemcpy"
+
+
+def is_sync(name: str) -> bool:
+    """A runtime call that waits for the device: not cudaMemcpyAsync (the first GPU window counted
+    those, the three batch copies a step, as syncs)."""
+    return name.startswith(SYNCS) or name == "cudaMemcpy"
 
 
 class StepProfiler:
@@ -96,7 +102,7 @@ def summarise(events: list[dict]) -> dict:
     device = [(max(a, lo), min(b, hi), e) for a, b, e in _spans(events, DEVICE_CATS) if b > lo and a < hi]
     busy = _merged(device)
     result = {"steps": n, "host_ms_per_step": round((hi - lo) / n / 1000, 3),
-              "syncs_per_step": round(sum(1 for _, _, e in host if e.get("name", "").startswith(SYNCS)) / n, 2),
+              "syncs_per_step": round(sum(1 for _, _, e in host if is_sync(e.get("name", ""))) / n, 2),
               "top_host_ops": _top_host_ops(host, n)}
     if device:
         result["gpu_busy_pct"] = round(100 * sum(b - a for a, b in busy) / (hi - lo), 1)
