@@ -28,6 +28,7 @@ class Context:
     causal: bool
     rows: str = "1"
     induction_ids: list[int] | None = None
+    induction_control_ids: list[int] | None = None  # roles.induction_control of induction_ids
     classify: bool = False
     pooling: str = "cls"
     labels: list[int] | None = None
@@ -45,7 +46,9 @@ def context_of(model, probe: Probe, first_word_id: int | None = None, loss_of=No
     causal = model.a.causal
     induction = (induction_input(probe.ids[0][0], first_word_id, model.tok_emb.num_embeddings, model.m.max_len,
                                  probe.lengths) if causal and first_word_id is not None else None)
+    control = roles.induction_control(induction, first_word_id, model.tok_emb.num_embeddings) if induction else None
     return Context(causal=causal, rows=attention.get(model.a.name).rows, induction_ids=induction,
+                   induction_control_ids=control,
                    classify=model.head_kind == "classify", pooling=model.pooling, labels=probe.labels, loss_of=loss_of,
                    type_ids=probe.types)
 
@@ -95,8 +98,8 @@ def pattern_scores(model, probe: Probe, w: np.ndarray, pad_id: int, ctx: Context
     induction pair on the repeated random sequence and its control (one more pass, B = 2): the scores
     roles are assigned from, at every snapshot and every light reading of the timeline alike."""
     out = roles.pattern_scores(w, probe.lengths, probe.tokens, ctx.causal)
-    if ctx.causal and ctx.induction_ids:
-        ids, ctl = ctx.induction_ids, roles.induction_control(ctx.induction_ids)
+    if ctx.causal and ctx.induction_ids and ctx.induction_control_ids:
+        ids, ctl = ctx.induction_ids, ctx.induction_control_ids
         both = attention_maps(model, Probe([ids, ctl], [[""] * len(ids)] * 2), pad_id)
         out.update(roles.induction_scores(both[:, :1], (len(ids) - 1) // 2, control=both[:, 1:]))
     return out

@@ -66,13 +66,22 @@ def induction_probe(start_id: int, first_word_id: int, vocab_size: int, n: int, 
     return [start_id, *r, *r]
 
 
-def induction_control(ids: list[int]) -> list[int]:
-    """The control for `induction_probe`'s [start] r1..rn r1..rn: [start] r1..rn r2..rn r1, the same
-    tokens at the same distances, but each earlier occurrence now one place further back, so the
-    token after it is not at the distance a fixed-offset head looks."""
+def induction_control(ids: list[int], first_word_id: int, vocab_size: int, seed: int = 1) -> list[int]:
+    """The control for `induction_probe`'s [start] r1..rn r1..rn: [start] r1..rn s1..sn with s fresh
+    random tokens (none of the r's, none repeated), so no query's token occurs earlier and the key at
+    the distance an induction head looks holds another token, as in the probe. A vocabulary without
+    n fresh tokens gives s = r rotated by two: each query's token then occurs earlier, but neither
+    at that distance nor one before it. (The control before, r2..rn r1, put a copy of the query's
+    own token at that very distance: a fixed-offset head that avoids its own token scored up to
+    0.8 and was called induction.)"""
     n = (len(ids) - 1) // 2
-    first = ids[1:1 + n]
-    return [ids[0], *first, *first[1:], first[0]]
+    first = [int(t) for t in ids[1:1 + n]]
+    pool = np.setdiff1d(np.arange(first_word_id, vocab_size), first)
+    if len(pool) >= n:
+        second = np.random.default_rng(seed).choice(pool, size=n, replace=False).tolist()
+    else:
+        second = first[2:] + first[:2]
+    return [ids[0], *first, *second]
 
 
 def induction_scores(w: np.ndarray, n: int, control: np.ndarray | None = None) -> dict[str, np.ndarray]:

@@ -255,7 +255,8 @@ def main() -> None:
     ap.add_argument("--out", default=str(REPO / "scripts" / "results"), help="folder for the result file")
     ap.add_argument("--arm", choices=sorted(ARMS), help=argparse.SUPPRESS)  # one arm, in this process
     ap.add_argument("--result", help=argparse.SUPPRESS)
-    ap.add_argument("--profile", action="store_true", help="then each arm once under torch.profiler (step_profile.py)")
+    ap.add_argument("--profile", nargs="?", const="all", default=None,
+                    help="then each arm (or these, a comma list) once under torch.profiler (step_profile.py)")
     ap.add_argument("--profile-out", help=argparse.SUPPRESS)
     ap.add_argument("overrides", nargs="*", help="Hydra overrides for every arm, e.g. experiment=copy")
     args = ap.parse_args()
@@ -278,7 +279,8 @@ def main() -> None:
             print(f"repeat {i} {arm:>7}: step {r['step_ms']:.2f} ms, fit {r['fit_s']:.2f} s, "
                   f"{r['steps']} steps, final val loss {r['final_val_loss']}", flush=True)
 
-    profiles = {arm: profile(arm, args.overrides) for arm in order} if args.profile else {}
+    profiled = order if args.profile == "all" else [a for a in order if a in (args.profile or "").split(",")]
+    profiles = {arm: profile(arm, args.overrides) for arm in profiled}
     med = {a: {k: statistics.median(r[k] for r in rs) for k in ("step_ms", "fit_s")} for a, rs in runs.items()}
     base = med[order[0]]
     over = {a: {k: round(100 * (m[k] / base[k] - 1), 1) for k in m} for a, m in med.items()}

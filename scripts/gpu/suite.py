@@ -132,9 +132,10 @@ def commands(args, out: Path, pretrained: Path) -> dict[str, list[tuple[str, lis
                    120 if s else 150, "model.log")],
         # the four arms (plain loop, bare LightningModule, attnexp lean and default), interleaved: 3 repeats on a
         # GPU; then each once under the profiler
-        "overhead": [("overhead", [py, "scripts/bench/framework_overhead.py", f"--repeats={1 if s else 3}", "--profile",
+        "overhead": [("overhead", [py, "scripts/bench/framework_overhead.py", f"--repeats={1 if s else 3}",
+                                   "--profile=lean" if s else "--profile",
                                    f"--arms={'plain,bare,lean' if s else args.overhead_arms}", f"--out={out}",
-                                   *(["data.n_sentences=300", "trainer.max_epochs=1"] if s else ["--tag=_gpt2", *GPT2])],
+                                   *(["data.n_sentences=300", "trainer.max_epochs=2"] if s else ["--tag=_gpt2", *GPT2])],
                       200 if s else 140 * len(args.overhead_arms.split(",")), "overhead.log")],
         "newsgroups": [(f"newsgroups {tag}", [*newsgroups, f"--tag=_{tag}", f"--minutes={0.5 if s else args.newsgroups_minutes}",
                                               *(tiny if s else NEWSGROUPS[tag])],

@@ -32,7 +32,7 @@ def test_gpu_suite_smoke_runs_every_part(tmp_path):
                  "newsgroups_cpu_preset.json", "suite.md", *(["newsgroups_cpu_finetune.json"] if pretrained else [])):
         assert (tmp_path / name).is_file(), name
     overhead = json.loads((tmp_path / "framework_overhead_cpu.json").read_text())
-    assert set(overhead["profile"]) == {"plain", "bare", "lean"}, overhead.get("profile")
+    assert set(overhead["profile"]) == {"lean"}, overhead.get("profile")  # the smoke profiles attnexp's arm only
     assert all(p["steps"] >= 1 and p["top_host_ops"] for p in overhead["profile"].values())
     model = json.loads((tmp_path / "model_cpu_smoke.json").read_text())["results"]
     assert {r["arm"] for r in model} == {"attnexp", "nanogpt"} and model[0]["vs_nanogpt"] > 0

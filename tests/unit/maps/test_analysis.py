@@ -78,7 +78,7 @@ def test_a_two_layer_induction_circuit_built_by_hand_scores_as_induction():
     ids = analysis.induction_input(1, first_word_id=4, vocab_size=20, max_len=21)
     assert len(ids) == 21  # [BOS] and 10 distinct tokens, twice
     probe = Probe([ids], [[str(t) for t in ids]])
-    ctx = analysis.Context(causal=True, induction_ids=ids)
+    ctx = analysis.Context(causal=True, induction_ids=ids, induction_control_ids=roles.induction_control(ids, 4, 20))
     a = analysis.analyse(m, probe, attention_maps(m, probe, 0), 0, ONLY_ROLES, ctx)
     assert a.scores["prev_token_rep"][0, 0] > 0.95 and a.scores["induction"][0, 0] < 0.2  # layer 0: the previous token
     assert a.scores["induction"][1, 0] > 0.9  # layer 1: the token after the earlier occurrence
@@ -104,10 +104,46 @@ def test_a_head_that_looks_a_fixed_distance_back_is_not_an_induction_head():
         q[P, P], k[P, P] = 12.0 * back, torch.eye(T)
     ids = analysis.induction_input(1, first_word_id=4, vocab_size=V, max_len=T)
     probe = Probe([ids], [[str(t) for t in ids]])
-    a = analysis.analyse(m, probe, attention_maps(m, probe, 0), 0, ONLY_ROLES, analysis.Context(causal=True, induction_ids=ids))
+    ctx = analysis.Context(causal=True, induction_ids=ids, induction_control_ids=roles.induction_control(ids, 4, V))
+    a = analysis.analyse(m, probe, attention_maps(m, probe, 0), 0, ONLY_ROLES, ctx)
     raw = roles.shares(attention_maps(m, probe, 0))[0, 0, 0][np.arange(11, 21), np.arange(2, 12)].mean()
     assert raw > 0.95  # it does look at the token after the earlier occurrence...
     assert abs(a.scores["induction"][0, 0]) < 0.05 and a.roles[0, 0] != "induction"  # ...at a fixed distance
+
+
+def rule_maps(ids: list[int], look) -> np.ndarray:
+    """(L=1, B=1, H=1, T, T) maps of a head given as a rule: `look(ids, q)` -> the key query q attends."""
+    T = len(ids)
+    w = np.zeros((1, 1, 1, T, T))
+    for q in range(T):
+        w[0, 0, 0, q, look(ids, q)] = 1.0
+    return w
+
+
+@pytest.mark.parametrize("vocab", [200, 24], ids=["fresh-tokens", "small-vocabulary"])
+def test_a_fixed_offset_head_that_avoids_its_own_token_is_not_induction(vocab):
+    """The control before (r2..rn r1) put a copy of the query's own token at the distance measured, so
+    a head looking n - 1 back *unless that key is its own token* scored ~1 on the probe and 0 on the
+    control: induction 1.0 (the audit found 0.40 and 0.82 on real heads). The control now has no such
+    copy there; a real induction head (the token after the earlier occurrence of its own) keeps ~1."""
+    n = 10
+    ids = roles.induction_probe(1, 4, vocab, n)
+    control = roles.induction_control(ids, 4, vocab)
+    assert len(control) == len(ids) and control[:1 + n] == ids[:1 + n]
+
+    def avoider(t, q):  # n - 1 back, but never onto a copy of its own token (then on itself)
+        k = q - n + 1
+        return k if k >= 0 and t[k] != t[q] else q
+
+    def induction(t, q):  # the token after the latest earlier occurrence of its own token, else itself
+        earlier = [i for i in range(q) if t[i] == t[q]]
+        return earlier[-1] + 1 if earlier else q
+
+    def score(rule):
+        return roles.induction_scores(rule_maps(ids, rule), n, control=rule_maps(control, rule))["induction"][0, 0]
+
+    assert abs(score(avoider)) < 0.05
+    assert score(induction) > 0.9
 
 
 def test_roles_on_known_maps_first_separator_broad():
