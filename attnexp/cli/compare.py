@@ -23,7 +23,7 @@ USAGE = """usage: python -m attnexp compare [DIR ...] [sort=KEY] [tag=NAME] [csv
                throughput and memory, per-head statistics, links to every run's viewer
 
 Runs that differ only in `seed` are grouped: mean, std, n and a 95% interval over seeds; the best
-group is marked, and `vs best` gives Welch's t-test p over seeds ("~" when p > 0.05: within noise).
+group is marked, and `vs best (<metric>)` gives Welch's t-test p over seeds on that metric ("~" when p > 0.05: within noise).
 
 example:
   python -m attnexp train -m attention=causal,alibi,linear seed=0,1,2

@@ -213,13 +213,14 @@ def group_rows(t: Table) -> tuple[list[str], list[dict]]:
         for r in rows:
             r["_p"] = None if r is best else welch_p(r["_values"]["best"], best["_values"]["best"])
     label = t.monitor or "best"
+    vs = f"vs best ({label})"  # a p-value says which metric it tests (README quoted val/loss's beside test accuracies)
     fmt = lambda d, p=4: "" if d["mean"] is None else f"{d['mean']:.{p}f} ± {d['std']:.{p}f} ({d['n']})"
     for r in rows:
         b = r["_best"]
         r[label] = fmt(b) + (" ★" if r.get("_is_best") else "")
         r["95% interval"] = "" if b["lo"] is None or b["n"] < 2 else f"[{b['lo']:.4f}, {b['hi']:.4f}]"
         p = r.get("_p")
-        r["vs best"] = "best" if r.get("_is_best") else "" if p is None else f"p={p:.3f}" + (" ~" if p > 0.05 else "")
+        r[vs] = "best" if r.get("_is_best") else "" if p is None else f"p={p:.3f}" + (" ~" if p > 0.05 else "")
         for k in t.test_keys:
             r[k] = fmt(r[f"_{k}"])
         r["time"] = "" if r["_time"]["mean"] is None else f"{r['_time']['mean']:.1f}s"
@@ -228,7 +229,7 @@ def group_rows(t: Table) -> tuple[list[str], list[dict]]:
         ind = r["_induction step"]
         r["induction step"] = "" if ind["mean"] is None else f"{ind['mean']:.0f} ± {ind['std']:.0f} ({ind['n']} formed)"
     rows.sort(key=lambda r: (r["_best"]["mean"] is None, -(r["_best"]["mean"] or 0) if higher else (r["_best"]["mean"] or 0)))
-    cols = [*t.group_keys, "runs", label, "95% interval", "vs best", *t.test_keys, "time", "tokens/s", "memory MB",
+    cols = [*t.group_keys, "runs", label, "95% interval", vs, *t.test_keys, "time", "tokens/s", "memory MB",
             *(["induction step"] if any(r["induction step"] for r in rows) else [])]
     return cols, rows
 

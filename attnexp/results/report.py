@@ -266,7 +266,7 @@ def write_report(path: Path, t: Table, cols: list[str], rows: list[dict], gcols:
     if grows:
         parts += ["<h2>Groups of seeds</h2>",
                   "<p class=note>mean ± std (n completed runs) of the best checkpoint's monitored value; the 95% interval "
-                  "uses Student's t over seeds; <b>vs best</b> is Welch's t-test against the best group (★): "
+                  "uses Student's t over seeds; <b>vs best</b> is Welch's t-test on that value against the best group (★): "
                   "\"~\" marks a difference within noise (p &gt; 0.05).</p>", _table(gcols, grows, best_mark=True)]
     parts += ["<h2>Training curves</h2>", curves(t), "<h2>Quality, throughput and memory</h2>", tradeoffs(t),
               "<h2>What the heads do</h2>", per_head_figure(t) or "<p class=note>no attention maps in these runs</p>",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
-from common import screenshot  # noqa: E402
+from common import RESULTS, screenshot, write_results  # noqa: E402
 
 OUT = REPO / "scripts" / "results" / "images"
 QUIET = ["logger=none", "trainer.enable_progress_bar=false"]
@@ -112,7 +113,39 @@ def comparison(report: dict) -> None:
     subprocess.run([sys.executable, "-m", "attnexp", "compare", str(sweep), f"report={page}"], cwd=REPO, check=True,
                    capture_output=True, timeout=600)
     screenshot(page.as_uri(), OUT / "report.png", "1200,1400")
-    report["report"] = {"sweep": str(sweep), "command": " ".join(cmd[1:])}
+    groups = sweep_groups(sweep, {"test/acc": True, "val/loss": False})
+    report["report"] = {"sweep": str(sweep), "command": " ".join(cmd[1:]), "groups": groups}
+    rows = [{"attention": g, "metric": m, "mean": d["mean"], "sd": d["sd"], "n": d["n"], "best": d["best"],
+             "welch_p_vs_best": d["welch_p_vs_best"]} for g, ms in groups.items() for m, d in ms.items()]
+    write_results(RESULTS, "readme_comparison_cpu", {"command": report["report"]["command"]}, rows,
+                  "The README's comparison sweep: each metric's mean, sd over seeds, Welch's p against its best group")
+
+
+def sweep_groups(sweep: Path, metrics: dict[str, bool]) -> dict[str, dict[str, dict]]:
+    """attention -> metric -> mean, sd (over seeds), n, whether it is the best group on that metric and
+    Welch's p against the best group on that same metric (`metrics`: name -> higher is better). val/loss
+    is the run's best validation loss (its checkpoint monitor), test/acc its test accuracy at the best checkpoint."""
+    from attnexp.results.significance import welch_p
+
+    values: dict[str, dict[str, list[float]]] = {}
+    for f in sorted(sweep.glob("*/summary.json")):
+        s = json.loads(f.read_text())
+        best, test = s["metrics"].get("best") or {}, s["metrics"].get("test") or {}
+        got = {**test, **({best["monitor"]: best["value"]} if best.get("monitor") else {})}
+        group = (s.get("choices") or {}).get("attention") or s["attention"]["name"]
+        for k in metrics:
+            if got.get(k) is not None:
+                values.setdefault(group, {}).setdefault(k, []).append(float(got[k]))
+    out: dict[str, dict[str, dict]] = {g: {} for g in values}
+    for k, higher in metrics.items():
+        have = {g: v[k] for g, v in values.items() if len(v.get(k, [])) >= 2}
+        if not have:
+            continue
+        best = (max if higher else min)(have, key=lambda g: statistics.mean(have[g]))
+        for g, xs in have.items():
+            out[g][k] = {"mean": round(statistics.mean(xs), 4), "sd": round(statistics.stdev(xs), 4), "n": len(xs),
+                         "best": g == best, "welch_p_vs_best": None if g == best else round(welch_p(xs, have[best]), 4)}
+    return out
 
 
 def newsgroups(report: dict, run_dir: Path | None, example: int) -> None:

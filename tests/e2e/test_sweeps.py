@@ -40,12 +40,12 @@ def test_groups_of_seeds_get_mean_std_interval_and_welch():
     cols, rows = group_rows(Table(runs))
     assert [r["attention"] for r in rows] == ["alibi", "causal", "linear"]  # lowest val/loss first
     best, near, far = rows
-    assert best["val/loss"] == f"{np.mean(a):.4f} ± {np.std(a, ddof=1):.4f} (3) ★" and best["vs best"] == "best"
+    assert best["val/loss"] == f"{np.mean(a):.4f} ± {np.std(a, ddof=1):.4f} (3) ★" and best["vs best (val/loss)"] == "best"
     lo, hi = stats.t.interval(0.95, 2, loc=np.mean(a), scale=stats.sem(a))
     assert best["95% interval"] == f"[{lo:.4f}, {hi:.4f}]"
     p = stats.ttest_ind(b, a, equal_var=False).pvalue
-    assert near["vs best"] == f"p={p:.3f} ~" and p > 0.05  # within noise
-    assert far["vs best"].startswith("p=") and "~" not in far["vs best"]
+    assert near["vs best (val/loss)"] == f"p={p:.3f} ~" and p > 0.05  # within noise
+    assert far["vs best (val/loss)"].startswith("p=") and "~" not in far["vs best (val/loss)"]
     assert far["runs"] == "3 completed, 1 diverged"  # the diverged seed is counted, not dropped
 
 

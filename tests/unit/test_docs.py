@@ -125,3 +125,25 @@ def test_ci_runs_the_readmes_test_command():
     command = line.split(" && . .venv/bin/activate && ", 1)[1]
     ci = (REPO / ".ci" / "run").read_text().replace(" -q", "").replace(" --durations=15", "")
     assert command in ci, command
+
+
+def test_the_comparison_figures_quoted_are_the_result_files_and_say_their_metric():
+    """The README and docs/sweeps.md quote the induction sweep's accuracies and Welch p-values; they
+    come from scripts/results/readme_comparison_cpu.json (scripts/studies/readme_maps.py --parts
+    report), each p beside the metric it tests (the README printed val/loss's p right after test
+    accuracies, with no file behind them)."""
+    import json
+
+    rows = json.loads((REPO / "scripts" / "results" / "readme_comparison_cpu.json").read_text())["results"]
+    got = {(r["attention"], r["metric"]): r for r in rows}
+    acc = {g: got[(g, "test/acc")] for g in ("differential", "rotary", "causal")}
+    for page in (REPO / "README.md", REPO / "docs" / "sweeps.md"):
+        text = " ".join(page.read_text().split())
+        quoted = [f"{acc['differential']['mean']:.4f} ± {acc['differential']['sd']:.4f}",
+                  *(f"{acc[g]['mean']:.2f} ± {acc[g]['sd']:.2f}" for g in ("rotary", "causal"))]
+        p_acc = " and ".join(f"{acc[g]['welch_p_vs_best']:.4f}" for g in ("rotary", "causal"))
+        p_loss = " and ".join(f"{got[(g, 'val/loss')]['welch_p_vs_best']:.3f}" for g in ("rotary", "causal"))
+        for q in quoted:
+            assert q in text, (page.name, q)
+        assert re.search(rf"test accuracy\s*{re.escape(p_acc)}", text), (page.name, p_acc)
+        assert re.search(rf"val/loss[^.]*?{re.escape(p_loss)}", text), (page.name, p_loss)
