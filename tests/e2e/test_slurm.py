@@ -35,11 +35,30 @@ def summaries(root: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
+    """The cluster for this module's tests; stopping it after the last one raises if any job step of
+    it outlived its daemons (helpers.slurm._stop: it waits for the jobs first)."""
     reason = slurm.skip_reason()
     if reason:
         pytest.skip(reason)
     with slurm.cluster(tmp_path_factory.mktemp("slurm")) as env:
         yield env
+
+
+@pytest.mark.slow
+def test_a_cluster_stopped_with_a_job_running_leaves_no_step_behind(tmp_path):
+    """The teardown's own check is not vacuous: a running job's slurmstepd is found as this cluster's,
+    and stopping the cluster ends it (before, the daemons were stopped while steps still ran)."""
+    reason = slurm.skip_reason()
+    if reason:
+        pytest.skip(reason)
+    with slurm.cluster(tmp_path) as env:
+        subprocess.run(["sbatch", "--wrap", "sleep 120", "-o", str(tmp_path / "out.txt")], env=env, check=True,
+                       capture_output=True)
+        end = time.time() + 60
+        while not slurm.steps_of(tmp_path) and time.time() < end:
+            time.sleep(0.5)
+        assert slurm.steps_of(tmp_path), "the running job's step was not found"
+    assert slurm.steps_of(tmp_path) == []
 
 
 @pytest.mark.slow

@@ -97,15 +97,52 @@ def cluster(folder: Path):
                                                text=True).stdout, 90, "the SLURM node never became idle")
         yield env
     finally:
-        subprocess.run(["scancel", "--full", "-u", "root"], env=env, capture_output=True)
-        for p in reversed(started):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+        left = _stop(started, env, folder)
+    if left:  # after a test that passed: the cluster must not outlive it (found: steps retrying a dead controller)
+        raise RuntimeError(f"the SLURM cluster left job steps running after its daemons stopped (killed now): {left}")
+
+
+def _stop(started: list[subprocess.Popen], env: dict, folder: Path) -> list[int]:
+    """Cancels every job and waits for them and their job steps to end, then stops the daemons by
+    PID. Stopping slurmd while a step still ran left its slurmstepd retrying the dead controller
+    and ignoring SIGTERM. Returns the steps still alive after all that (killed here)."""
+    subprocess.run(["scancel", "--full", "-u", "root"], env=env, capture_output=True)
+    try:
+        _wait(lambda: not steps_of(folder) and not subprocess.run(["squeue", "-h"], env=env, capture_output=True,
+                                                                  text=True).stdout.strip(), 90, "")
+    except RuntimeError:
+        pass  # stopped anyway below; what is left is reported
+    for p in reversed(started):
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    left = steps_of(folder)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return left
+
+
+def steps_of(folder: Path) -> list[int]:
+    """PIDs of the slurmstepd processes of the cluster in `folder` (their environment holds its
+    SLURM_CONF; another cluster's steps, or a real one's, are not touched)."""
+    mine = f"SLURM_CONF={Path(folder) / 'slurm.conf'}".encode()
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if (d / "comm").read_text().startswith("slurmstepd") and mine in (d / "environ").read_bytes().split(b"\0"):
+                pids.append(int(d.name))
+        except OSError:
+            continue
+    return pids
 
 
 def _wait(ok, seconds: float, what: str) -> None:
