@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import time
 import warnings
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from attnexp.training.guards import OptunaPruning, StopGuard
 from attnexp.training.loggers import log_config, run_fields, sweep_fields
 from attnexp.training.maps_callback import AttentionMaps
 
+log = logging.getLogger(__name__)
 
 class _DropAdverts(logging.Filter):
     """Lightning's lines that say nothing about an attnexp run: its adverts, the accelerators that are
@@ -238,9 +240,50 @@ class StepCheckpoint(ModelCheckpoint):
 
 def thread_count(run: Run) -> int | None:
     """`threads=N`; else the CPUs the launcher gives the job (a cluster's cpus_per_task, or the
-    share of this machine's cores the command line gave each job run side by side); else torch's
-    default."""
-    return run.threads or run.job.cpus
+    share of this machine's cores the command line gave each job run side by side); else the cores
+    other processes leave free when the run starts, where that is fewer than all of them (torch's
+    default, a thread a core, spins OpenMP threads against a busy core: a short run on 2 cores with
+    one busy trained 3.9x slower than free, 1.8x with one thread: scripts/bench/threads_busy.py);
+    else torch's default (None)."""
+    if run.threads or run.job.cpus:
+        return run.threads or run.job.cpus
+    free, allowed = free_cores(), _allowed_cores()
+    if free is None or allowed is None or free >= allowed:
+        return None
+    log.info("threads: %d, the cores of %d that other processes left free when the run started (threads=N to choose)",
+             free, allowed)
+    return free
+
+
+def _allowed_cores() -> int | None:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count()
+
+
+def _cpu_times() -> tuple[int, int]:
+    """The machine's (idle, total) CPU time so far, in ticks (/proc/stat's first line)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
+    return v[3] + v[4], sum(v)
+
+
+def free_cores(window_s: float = 0.1) -> int | None:
+    """How many of this process's cores are idle now: the machine's idle share over a short window
+    (Linux's /proc/stat) times its cores, rounded, at least 1 and at most the cores it may use; None
+    where that cannot be read."""
+    try:
+        i0, t0 = _cpu_times()
+        time.sleep(window_s)
+        i1, t1 = _cpu_times()
+    except (OSError, ValueError, IndexError):
+        return None
+    allowed = _allowed_cores()
+    if t1 <= t0 or not allowed:
+        return None
+    idle = (i1 - i0) / (t1 - t0) * (os.cpu_count() or allowed)
+    return max(1, min(allowed, int(idle + 0.5)))
 
 
 def resume_path(run: Run) -> Path | None:

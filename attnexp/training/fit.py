@@ -80,8 +80,8 @@ def prepare(run: Run):
         print(resolved, end="", flush=True)
     L.seed_everything(run.seed, workers=True, verbose=False)
     torch.set_float32_matmul_precision("high")
-    if build.thread_count(run):
-        torch.set_num_threads(build.thread_count(run))
+    if threads := build.thread_count(run):
+        torch.set_num_threads(threads)
     resume = build.resume_path(run)
     ckpt = checkpoints.load(resume, "resume") if resume else None
     if ckpt is not None and run.resume == "auto":  # resume=PATH was checked with the config
