@@ -48,7 +48,7 @@ class ModelConfig:
     max_len: int = 128
     pos_emb: str = "auto"  # auto | learned | none  (auto: none when the variant encodes positions)
     tie_embeddings: bool = True
-    compile: bool = False  # torch.compile the training forward (the map probe keeps the eager modules)
+    compile: bool = False  # torch.compile the training forward and loss together (the map probe keeps the eager modules)
     # Start from pretrained weights: "hf:<hub name or local folder>" (BERT or GPT-2 family, through
     # transformers: pip install 'attnexp[hf]'). Sizes, the fields below and the tokenizer then come
     # from the checkpoint's config.
