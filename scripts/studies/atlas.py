@@ -157,6 +157,42 @@ def markdown(table: dict, tasks: list[str], variants: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def acc_cell(a: dict) -> str:
+    """Accuracy as docs/results.md shows it: mean ± sd over the seeds, bold where it solves the task."""
+    mean = f"**{a['acc']:.2f}**" if a["acc"] >= 0.975 else f"{a['acc']:.2f}"
+    return f"{mean} ± {a['acc_sd']:.2f}"
+
+
+def docs_tables(results: Path = RESULTS) -> dict[str, str]:
+    """docs/results.md's two atlas tables from the result files (`--docs` prints them):
+    `atlas` (every task, atlas_cpu.json) and `heads` (induction with head importance,
+    atlas_cpu_heads.json, then the q/k/v-initialisation ablation of atlas_cpu_heads_xavier.json)."""
+    t = json.loads((results / "atlas_cpu.json").read_text())["table"]
+    tasks = [k for k in TASKS if k in t]
+    names = {"toy_agreement": "toy grammar"}
+    rows = []
+    for v in sorted(set().union(*(t[k] for k in tasks))):
+        ind = t.get("induction", {}).get(v)
+        steps = (f"{ind['steps_to_99']:.0f} ({ind['reached_99']}/{ind['n']})" if ind and ind["steps_to_99"] is not None
+                 else "not reached")
+        head = f"{fmt(ind['alignment'])} / {fmt(ind['entropy'])} / {fmt(ind['first_token'])}" if ind else "-"
+        one = ind or next(t[k][v] for k in tasks if v in t[k])  # tokens/s: the induction runs'
+        rows.append([f"`{v}`", *(acc_cell(t[k][v]) if v in t[k] else "-" for k in tasks), steps, head,
+                     fmt(one["tokens_per_s"], ",.0f"), f"{one['params']:,}"])
+    cols = ["variant", *(f"{names.get(k, k)} ({next(iter(t[k].values()))['acc_split']})" for k in tasks),
+            "steps to 99%, induction", "induction head: align / entropy / first-token", "tokens/s", "params"]
+    out = {"atlas": markdown_table(rows, cols)}
+    heads = json.loads((results / "atlas_cpu_heads.json").read_text())["table"]["induction"]
+    xavier = json.loads((results / "atlas_cpu_heads_xavier.json").read_text())["table"]["induction"]
+    named = [*((f"`{v}`", heads[v]) for v in sorted(heads)),
+             *((f"`{v}`, `attention.qkv_init=xavier`", xavier[v]) for v in sorted(xavier))]
+    rows = [[name, acc_cell(a), f"{a['heads_90']:.1f} of {a['heads']}",
+             f"{fmt(a['induction'])} ({a['induction_is_aligned']}/{a['n']})", fmt(a["alignment"])] for name, a in named]
+    out["heads"] = markdown_table(rows, ["variant", "test accuracy", "heads for 90%", "induction score (= best-aligned)",
+                                         "alignment"])
+    return out
+
+
 def accuracy_figure(table: dict, tasks: list[str], variants: list[str], path: Path, title: str) -> None:
     import matplotlib
 
@@ -227,8 +263,11 @@ def main() -> None:
     ap.add_argument("--runs", help="where the sweeps go (default: a new temporary folder)")
     ap.add_argument("--tag", default="")
     ap.add_argument("--reuse", action="store_true", help="read the finished sweeps under --runs instead of training")
+    ap.add_argument("--docs", action="store_true", help="print docs/results.md's atlas tables from the result files")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides for every run, e.g. data.n_sentences=1000")
     args = ap.parse_args()
+    if args.docs:
+        return print("\n\n".join(docs_tables().values()))
     variants, tasks = args.variants.split(","), args.tasks.split(",")
     extra = list(args.overrides)
     root = Path(args.runs or tempfile.mkdtemp(prefix="atlas-"))

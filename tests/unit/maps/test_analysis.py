@@ -307,11 +307,13 @@ def test_an_analysis_survives_its_snapshot_arrays(tmp_path):
 
 
 @pytest.mark.slow
-def test_on_the_induction_task_the_induction_score_finds_the_heads_alignment_finds(tmp_path):
-    """experiment=induction (varied lengths) for 3 epochs: across the 8 heads, Olsson et al.'s
-    induction score on a random repeated sequence tracks the task's alignment (the mass on the
-    token the answer is copied from), r > 0.8 (0.98 measured at epoch 2 of a 10-epoch run), and
-    both put their best head in the same layer."""
+def test_on_the_induction_task_a_layer_0_head_that_aligns_is_not_called_induction(tmp_path):
+    """experiment=induction (varied lengths, learned positions) for 3 epochs: the layer-0 heads put
+    ~0.35 of a row on the key the answer is copied from, by another route than the classic circuit
+    (a layer-0 key holds no previous token to match). Against the control before (r2..rn r1, a copy
+    of the query's own token at the measured distance) they scored as induction heads and this test
+    asserted the score tracked alignment (r > 0.8); against the repeat-free control their induction
+    score stays near 0 (the issue's audit: 0.12-0.24 before, 0.01-0.11 repeat-free)."""
     from attnexp.api import load_run, train
     from helpers.runs import compose_cfg
 
@@ -320,5 +322,5 @@ def test_on_the_induction_task_the_induction_score_finds_the_heads_alignment_fin
     train(load_run(cfg))
     z = np.load(tmp_path / "maps" / "epoch002.npz", allow_pickle=False)
     align, ind = z["alignment"], z["stat_induction"]
-    assert np.corrcoef(align.ravel(), ind.ravel())[0, 1] > 0.8, (align.round(2), ind.round(2))
-    assert np.unravel_index(align.argmax(), align.shape)[0] == np.unravel_index(ind.argmax(), ind.shape)[0]
+    assert align[0].max() > 0.2, align.round(2)  # they do align with the task...
+    assert np.abs(ind[0]).max() < 0.12, ind.round(2)  # ...and are not induction heads
