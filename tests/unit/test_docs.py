@@ -147,3 +147,18 @@ def test_the_comparison_figures_quoted_are_the_result_files_and_say_their_metric
             assert q in text, (page.name, q)
         assert re.search(rf"test accuracy\s*{re.escape(p_acc)}", text), (page.name, p_acc)
         assert re.search(rf"val/loss[^.]*?{re.escape(p_loss)}", text), (page.name, p_loss)
+
+
+def test_the_atlas_tables_are_the_result_files_with_their_sd():
+    """docs/results.md's two atlas tables are what `scripts/studies/atlas.py --docs` makes from
+    scripts/results/atlas_cpu*.json: every accuracy a mean ± sd over the seeds (they showed means
+    only, the sd sitting unseen in the JSON)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("atlas", REPO / "scripts" / "studies" / "atlas.py")
+    atlas = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(atlas)
+    page = (REPO / "docs" / "results.md").read_text()
+    for name, table in atlas.docs_tables().items():
+        assert table in page, f"docs/results.md's {name} table is not `python scripts/studies/atlas.py --docs`'s"
+        assert " ± " in table
