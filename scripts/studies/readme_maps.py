@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -123,28 +122,26 @@ def comparison(report: dict) -> None:
 
 def sweep_groups(sweep: Path, metrics: dict[str, bool]) -> dict[str, dict[str, dict]]:
     """attention -> metric -> mean, sd (over seeds), n, whether it is the best group on that metric and
-    Welch's p against the best group on that same metric (`metrics`: name -> higher is better). val/loss
-    is the run's best validation loss (its checkpoint monitor), test/acc its test accuracy at the best checkpoint."""
+    Welch's p against the best group on that same metric (`metrics`: name -> higher is better): the
+    groups and values `attnexp compare` makes (val/loss, the checkpoint monitor, is its `best`), with
+    the p it gives the monitor given to every metric asked for."""
+    from attnexp.results.compare import Table, group_rows, read, stats
     from attnexp.results.significance import welch_p
 
-    values: dict[str, dict[str, list[float]]] = {}
-    for f in sorted(sweep.glob("*/summary.json")):
-        s = json.loads(f.read_text())
-        best, test = s["metrics"].get("best") or {}, s["metrics"].get("test") or {}
-        got = {**test, **({best["monitor"]: best["value"]} if best.get("monitor") else {})}
-        group = (s.get("choices") or {}).get("attention") or s["attention"]["name"]
-        for k in metrics:
-            if got.get(k) is not None:
-                values.setdefault(group, {}).setdefault(k, []).append(float(got[k]))
-    out: dict[str, dict[str, dict]] = {g: {} for g in values}
-    for k, higher in metrics.items():
-        have = {g: v[k] for g, v in values.items() if len(v.get(k, [])) >= 2}
+    t = Table(read([sweep]))
+    _, rows = group_rows(t)
+    out: dict[str, dict[str, dict]] = {}
+    for metric, higher in metrics.items():
+        key = "best" if metric == t.monitor else metric
+        have = {r["attention"]: r["_values"].get(key, []) for r in rows if len(r["_values"].get(key, [])) >= 2}
         if not have:
             continue
-        best = (max if higher else min)(have, key=lambda g: statistics.mean(have[g]))
+        best = (max if higher else min)(have, key=lambda g: stats(have[g])["mean"])
         for g, xs in have.items():
-            out[g][k] = {"mean": round(statistics.mean(xs), 4), "sd": round(statistics.stdev(xs), 4), "n": len(xs),
-                         "best": g == best, "welch_p_vs_best": None if g == best else round(welch_p(xs, have[best]), 4)}
+            st = stats(xs)
+            out.setdefault(g, {})[metric] = {"mean": round(st["mean"], 4), "sd": round(st["std"], 4), "n": st["n"],
+                                             "best": g == best,
+                                             "welch_p_vs_best": None if g == best else round(welch_p(xs, have[best]), 4)}
     return out
 
 
