@@ -98,7 +98,9 @@ def pattern_scores(model, probe: Probe, w: np.ndarray, pad_id: int, ctx: Context
     induction pair on the repeated random sequence and its control (one more pass, B = 2): the scores
     roles are assigned from, at every snapshot and every light reading of the timeline alike."""
     out = roles.pattern_scores(w, probe.lengths, probe.tokens, ctx.causal)
-    if ctx.causal and ctx.induction_ids and ctx.induction_control_ids:
+    if ctx.causal and ctx.induction_ids:
+        if not ctx.induction_control_ids:  # no silent skip: the score without its control is not the score
+            raise ValueError("Context.induction_ids needs its induction_control_ids (analysis.context_of builds both)")
         ids, ctl = ctx.induction_ids, ctx.induction_control_ids
         both = attention_maps(model, Probe([ids, ctl], [[""] * len(ids)] * 2), pad_id)
         out.update(roles.induction_scores(both[:, :1], (len(ids) - 1) // 2, control=both[:, 1:]))
