@@ -80,8 +80,9 @@ def prepare(run: Run):
         print(resolved, end="", flush=True)
     L.seed_everything(run.seed, workers=True, verbose=False)
     torch.set_float32_matmul_precision("high")
-    if threads := build.thread_count(run):
-        torch.set_num_threads(threads)
+    cores = build.CoreSample()  # threads=null: the free cores, read over the data set-up below, not in a wait of their own
+    if given := build.given_threads(run):
+        torch.set_num_threads(given)
     resume = build.resume_path(run)
     ckpt = checkpoints.load(resume, "resume") if resume else None
     if ckpt is not None and run.resume == "auto":  # resume=PATH was checked with the config
@@ -90,6 +91,8 @@ def prepare(run: Run):
         checkpoints.check_resumable(ckpt, "resume", resume)
     dm = build_datamodule(run.data, run.task, causal=run.attention.causal, run_dir=str(run.out_dir), seed=run.seed)
     dm.setup("fit")
+    if not given and (free := build.free_threads(cores)):
+        torch.set_num_threads(free)
     if run.task.name == "classify":
         check(dm.num_classes, f"data={run.data.name} has no labels for task=classify")
     check(len(dm.splits["train"]) > 0, f"data={run.data.name} has no training examples; nothing to train on")

@@ -44,18 +44,18 @@ def test_the_default_thread_count_is_the_cores_other_processes_leave_free(tmp_pa
     the machine's idle share over 0.1 s (planted here: half of 2 cores idle)."""
     from attnexp.training import build
 
-    ticks = iter([(100, 200), (150, 300)])  # (idle, total): half idle over the window
+    ticks = iter([(100, 200, 0), (150, 300, 0)])  # (idle, total, own): half idle over the window
     monkeypatch.setattr(build, "_cpu_times", lambda: next(ticks))
     monkeypatch.setattr(build, "_allowed_cores", lambda: 2)
     monkeypatch.setattr(build.os, "cpu_count", lambda: 2)
     assert build.free_cores(window_s=0) == 1
     run = load_run(compose_cfg([*FAST], tmp_path))
-    monkeypatch.setattr(build, "free_cores", lambda: 1)
+    monkeypatch.setattr(build, "free_cores", lambda **_: 1)
     assert build.thread_count(run) == 1
-    monkeypatch.setattr(build, "free_cores", lambda: 2)  # every core free: torch's default
+    monkeypatch.setattr(build, "free_cores", lambda **_: 2)  # every core free: torch's default
     assert build.thread_count(run) is None
     run = load_run(compose_cfg([*FAST, "threads=2"], tmp_path))
-    monkeypatch.setattr(build, "free_cores", lambda: 1)  # threads= is the user's: kept
+    monkeypatch.setattr(build, "free_cores", lambda **_: 1)  # threads= is the user's: kept
     assert build.thread_count(run) == 2
 
 
