@@ -271,10 +271,7 @@ def main() -> None:
     runs: dict[str, list[dict]] = {a: [] for a in order}
     for i in range(args.repeats):
         for arm in order[i % len(order):] + order[:i % len(order)]:  # each arm takes each place in turn
-            with tempfile.NamedTemporaryFile(suffix=".json") as f:
-                subprocess.run([sys.executable, __file__, "--arm", arm, "--result", f.name, *args.overrides],
-                               cwd=REPO, check=True, capture_output=True)
-                r = json.loads(Path(f.name).read_text())
+            r = arm_process(arm, args.overrides)
             runs[arm].append(r)
             print(f"repeat {i} {arm:>7}: step {r['step_ms']:.2f} ms, fit {r['fit_s']:.2f} s, "
                   f"{r['steps']} steps, final val loss {r['final_val_loss']}", flush=True)
@@ -321,11 +318,19 @@ def run_arm(args) -> None:
     Path(args.result).write_text(json.dumps(result))
 
 
-def profile(arm: str, overrides: list[str]) -> dict:
-    """One more run of an arm, its steps 4-12 of the second epoch under torch.profiler, summarised."""
-    with tempfile.NamedTemporaryFile(suffix=".json") as f, tempfile.NamedTemporaryFile(suffix=".json") as p:
-        subprocess.run([sys.executable, __file__, "--arm", arm, "--result", f.name, "--profile-out", p.name, *overrides],
+def arm_process(arm: str, overrides: list[str], profile_out: Path | None = None) -> dict:
+    """One run of an arm in a fresh process (run_arm there); its result."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        subprocess.run([sys.executable, __file__, "--arm", arm, "--result", f.name,
+                        *(["--profile-out", str(profile_out)] if profile_out else []), *overrides],
                        cwd=REPO, check=True, capture_output=True)
+        return json.loads(Path(f.name).read_text())
+
+
+def profile(arm: str, overrides: list[str]) -> dict:
+    """One more run of an arm, its steps 3-11 of the second epoch under torch.profiler, summarised."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as p:
+        arm_process(arm, overrides, Path(p.name))
         text = Path(p.name).read_text()
     return json.loads(text) if text.strip() else {"error": "the run ended before its profiled steps"}
 
