@@ -3,6 +3,7 @@ sweep starts: an SQLite file, a database server, a journal file; and the dashboa
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -87,6 +88,33 @@ def check_server(url: str) -> None:
         raise SweepError(f"hydra.sweeper.storage: {shown} is another tool's database (it holds tables "
                          f"{', '.join(foreign[:4])}{' ...' if len(foreign) > 4 else ''}, which no Optuna study has); "
                          f"give Optuna a database of its own (CREATE DATABASE optuna)")
+
+
+# The key of the PostgreSQL advisory lock that launches hold while Optuna makes its tables ("attnexp" in ASCII).
+SCHEMA_LOCK = 0x617474_6E657870
+
+
+@contextmanager
+def schema_lock(url: str | None):
+    """Held while a launch opens the study: on an empty PostgreSQL database, launches started at once
+    each had Optuna create its tables, and all but one failed on the same CREATE TABLE
+    (UniqueViolation on pg_type). One holds the lock and makes them; the others then find them made.
+    A no-op for SQLite (one writer at a time already), a journal file, or memory."""
+    if not url or not url.startswith("postgresql"):
+        yield
+        return
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url, connect_args={"connect_timeout": 5})
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": SCHEMA_LOCK})
+            try:
+                yield
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": SCHEMA_LOCK})
+    finally:
+        engine.dispose()
 
 
 def dashboard_command(url: str | None) -> str | None:

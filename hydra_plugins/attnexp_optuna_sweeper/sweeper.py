@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnexp.compat.optuna import JOURNAL
 from attnexp.compat.optuna import storage as journal_or_url
-from hydra_plugins.attnexp_optuna_sweeper.storage import SweepError, check_server, check_sqlite, dashboard_command
+from hydra_plugins.attnexp_optuna_sweeper.storage import SweepError, check_server, check_sqlite, dashboard_command, schema_lock
 
 log = logging.getLogger(__name__)
 
@@ -122,10 +122,11 @@ class OptunaSweeper(Sweeper):
                    else optuna.samplers.TPESampler(seed=seed, constant_liar=True))  # workers: no two ask alike
         pruner = (optuna.pruners.NopPruner() if self.s.pruner == "none" else
                   optuna.pruners.MedianPruner(n_startup_trials=self.s.n_startup_trials, n_warmup_steps=self.s.n_warmup_steps))
-        study = optuna.create_study(study_name=self.s.study_name, storage=self.storage(), sampler=sampler, pruner=pruner,
-                                    direction=self.direction(), load_if_exists=True)
-        if not study.metric_names:  # optuna-dashboard and study.trials_dataframe() then say "val/loss", not "Objective 0"
-            study.set_metric_names([self.monitor()])
+        with schema_lock(url):  # launches started at once: one makes Optuna's tables and the study, the others find them
+            study = optuna.create_study(study_name=self.s.study_name, storage=self.storage(), sampler=sampler,
+                                        pruner=pruner, direction=self.direction(), load_if_exists=True)
+            if not study.metric_names:  # optuna-dashboard and study.trials_dataframe() then say "val/loss", not "Objective 0"
+                study.set_metric_names([self.monitor()])
         study.set_user_attr(f"launch:{self.launch}", {"seed": seed, "sampler": self.s.sampler, "base_seed": self.s.seed})
         return study
 

@@ -5,15 +5,18 @@ with an empty sweep folder; and postgresql:// had no driver in any extra."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from helpers import postgres
+from helpers.browser import needs_chromium
 from helpers.runs import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(postgres.skip_reason() is not None,
@@ -37,35 +40,47 @@ def launch(url: str, study: str, n: int, folder, *extra: str) -> subprocess.Pope
                             start_new_session=True)
 
 
-def test_three_workers_share_one_study_and_a_killed_workers_trial_runs_again(pg, tmp_path):
+@pytest.fixture(scope="module")
+def shared(pg, tmp_path_factory):
+    """Three workers launched side by side on one study of n_trials=6; the first of them seen running a
+    trial is SIGKILLed mid-trial; the other two are waited for. Yields (url, n, killed trial, folder)."""
     import optuna
 
     _, url = pg
-    n = 6
-    workers = [launch(url, "shared", n, tmp_path / f"w{k}") for k in range(3)]
-    victim = workers[0]
-    deadline = time.time() + 120
-    while time.time() < deadline:  # the first worker's first trial is running: kill the worker mid-trial
+    n, folder = 6, tmp_path_factory.mktemp("workers")
+    workers = [launch(url, "shared", n, folder / f"w{k}") for k in range(3)]
+    deadline = time.time() + 300  # three launches starting on 2 busy cores: a minute or more before a first trial
+    while time.time() < deadline:  # a worker's trial is running: kill that worker mid-trial
         try:
             study = optuna.load_study(study_name="shared", storage=url)
         except KeyError:  # no launch has made the study yet
             time.sleep(0.3)
             continue
-        mine = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-                if str(t.user_attrs.get("launch", "")).endswith(f":{victim.pid}")]
-        if mine:
+        running = {str(t.user_attrs.get("launch", "")).rsplit(":", 1)[-1]: t.number
+                   for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))}
+        victim = next((w for w in workers if str(w.pid) in running), None)
+        if victim is not None:
             time.sleep(1.0)
             os.killpg(victim.pid, signal.SIGKILL)
-            killed = mine[0].number
+            killed = running[str(victim.pid)]
             break
         time.sleep(0.3)
     else:
-        pytest.fail("the first worker never ran a trial")
+        for w in workers:
+            os.killpg(w.pid, signal.SIGKILL)
+        pytest.fail("no worker ran a trial within 300 s")
     victim.wait()
-    for w in workers[1:]:
-        out, err = w.communicate(timeout=400)
-        assert w.returncode == 0, err[-3000:]
+    for w in workers:
+        if w is not victim:
+            out, err = w.communicate(timeout=400)
+            assert w.returncode == 0, err[-3000:]
+    yield url, n, killed, folder
 
+
+def test_three_workers_share_one_study_and_a_killed_workers_trial_runs_again(shared):
+    import optuna
+
+    url, n, killed, tmp_path = shared
     S = optuna.trial.TrialState
     study = optuna.load_study(study_name="shared", storage=url)
     trials = study.get_trials(deepcopy=False)
@@ -87,6 +102,29 @@ def test_three_workers_share_one_study_and_a_killed_workers_trial_runs_again(pg,
     assert again.returncode == 0, err[-2000:]
     assert f"already has its {n} trial(s)" in err + out and "nothing to run; best trial" in err + out
     assert not (tmp_path / "again").exists()
+
+
+@needs_chromium
+def test_optuna_dashboard_shows_the_workers_study_on_the_server(shared, tmp_path):
+    """optuna-dashboard started against the PostgreSQL study the three workers shared (as a user on
+    any node would: `optuna-dashboard postgresql+psycopg://...`): every finished trial with its value
+    and run folder through its API, then a Chromium screenshot; the password never printed."""
+    pytest.importorskip("optuna_dashboard", reason="needs optuna-dashboard (pip install -e '.[sweep]')")
+    url, n, killed, _ = shared
+    r = subprocess.run([sys.executable, "scripts/studies/dashboards.py", "--parts=optuna", f"--storage={url}",
+                        f"--out={tmp_path}"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert postgres.PASSWORD not in r.stdout + r.stderr
+    found = json.loads(r.stdout[r.stdout.index("{"):])  # nothing trained here: the JSON is all it prints
+    assert found["study"] == "shared" and found["storage"] == url.replace(postgres.PASSWORD, "***")
+    done = [i for i, s in enumerate(found["trial_states"]) if s in ("Complete", "Pruned")]
+    assert len(done) == n and found["trial_states"][found["numbers"].index(killed)] == "Fail"
+    assert all(Path(found["run_dirs"][i], "summary.json").is_file() for i in done)  # each trial leads to its run
+    png = tmp_path / "optuna_dashboard.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 30_000
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    left = subprocess.run(["pgrep", "-f", f"optuna-dashboard postgresql.*{port}"], capture_output=True, text=True)
+    assert left.stdout.strip() == "", "the optuna-dashboard server was not stopped"
 
 
 def test_a_server_that_cannot_be_used_is_one_line(pg, tmp_path, monkeypatch):
@@ -131,3 +169,41 @@ def test_a_journal_file_holds_a_study_without_a_server(tmp_path):
     study = optuna.load_study(study_name="j", storage=optuna.storages.JournalStorage(
         JournalFileBackend(str(journal))))
     assert len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]) == 2
+
+
+OPEN_AT_ONCE = """
+import sys, time
+import optuna
+from hydra_plugins.attnexp_optuna_sweeper.storage import schema_lock
+url, name, at, locked = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4] == "1"
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+time.sleep(max(0.0, at - time.time()))
+if locked:
+    with schema_lock(url):
+        optuna.create_study(study_name=name, storage=optuna.storages.RDBStorage(url), load_if_exists=True)
+else:
+    optuna.create_study(study_name=name, storage=optuna.storages.RDBStorage(url), load_if_exists=True)
+"""
+
+
+def open_at_once(port: int, url: str, database: str, locked: bool, n: int = 4) -> list[subprocess.CompletedProcess]:
+    postgres.sql(port, "postgres", f"CREATE DATABASE {database}")
+    url = url.rsplit("/", 1)[0] + "/" + database
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO)]), "PYTHONWARNINGS": "ignore"}
+    at = time.time() + 8  # every process imported and waiting: they open the empty database together
+    procs = [subprocess.Popen([sys.executable, "-c", OPEN_AT_ONCE, url, "s", str(at), "1" if locked else "0"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(n)]
+    return [subprocess.CompletedProcess(p.args, p.wait(timeout=120), *p.communicate()) for p in procs]
+
+
+def test_launches_opening_an_empty_database_at_once_all_open_the_study(pg):
+    """Before: three workers started together on a fresh PostgreSQL database each had Optuna create its
+    tables and all but one stopped on the same CREATE TABLE (UniqueViolation on pg_type, seen in the
+    three-workers test). The sweeper opens the study under an advisory lock; without it (the control
+    here) the same start fails."""
+    port, url = pg
+    done = open_at_once(port, url, "together", locked=True)
+    assert all(r.returncode == 0 for r in done), [r.stderr[-800:] for r in done if r.returncode]
+    control = open_at_once(port, url, "unlocked", locked=False)
+    assert any("UniqueViolation" in r.stderr or "already exists" in r.stderr for r in control), \
+        "the control opened an empty database at once without the lock and nothing failed: the test shows nothing"
