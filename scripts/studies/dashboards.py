@@ -9,7 +9,8 @@ Scalars, Images and HParams plugins hold this run's data (the loss and accuracy 
 attention grids, the run's settings), takes a headless-Chromium screenshot of the Images and Scalars
 tabs (the scalars filtered to val/ and train/), and stops the server it started (by its PID).
 optuna: a 3-trial Optuna sweep into SQLite under optuna-dashboard (its API: the trials, values,
-parameters and each trial's run folder). mlflow: a real `mlflow server` (SQLite store, proxied
+parameters and each trial's run folder), or, with --storage, a study already there (a PostgreSQL
+server's that several workers share, a journal file). mlflow: a real `mlflow server` (SQLite store, proxied
 artifacts) on 127.0.0.1, a short run logging to it (logger=mlflow), checked through MLflow's client
 (metrics, the config as params, tags, the map images and viewer.html as artifacts), the run's page
 pictured.
@@ -17,6 +18,7 @@ pictured.
     python scripts/studies/dashboards.py                      # scripts/results/images/tensorboard_*.png
     python scripts/studies/dashboards.py --run outputs/DATE/TIME_copy_causal --out /tmp/shots
     python scripts/studies/dashboards.py --parts mlflow       # scripts/results/images/mlflow_*.png
+    python scripts/studies/dashboards.py --parts optuna --storage postgresql+psycopg://USER:PW@HOST/optuna --out /tmp/shots
 
 Prints what the API returned (JSON) and exits 1 if any of it is missing. The README's and the docs'
 dashboard pictures are this script's output; tests/e2e/test_dashboards.py runs it.
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import shutil
 import socket
 import subprocess
@@ -166,7 +169,9 @@ def check_optuna(url: str) -> dict:
     trials = study["trials"]
     return {"study": studies[0]["study_name"], "study_id": studies[0]["study_id"], "n_trials": len(trials),
             "metric_names": study.get("objective_names"),
-            "states": sorted({t["state"] for t in trials}), "values": [t.get("values") for t in trials],
+            "states": sorted({t["state"] for t in trials}), "trial_states": [t["state"] for t in trials],
+            "numbers": [t["number"] for t in trials],
+            "values": [t.get("values") for t in trials],
             "params": sorted({p["name"] for t in trials for p in t["params"]}),
             "run_dirs": [next((a["value"] for a in t["user_attrs"] if a["key"] == "run_dir"), None) for t in trials]}
 
@@ -181,27 +186,38 @@ def main() -> None:
     ap.add_argument("--run", help="a finished attnexp run with the TensorBoard logger (default: train one)")
     ap.add_argument("--out", default=str(REPO / "scripts" / "results" / "images"), help="where the screenshots go")
     ap.add_argument("--parts", default="tensorboard,optuna", help="comma list of: tensorboard, optuna, mlflow")
+    ap.add_argument("--storage", help="optuna: show this study's storage (as hydra.sweeper.storage) instead of making one")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     parts = args.parts.split(",")
     if "optuna" in parts:
-        opt_dashboard(out)
+        opt_dashboard(out, args.storage)
     if "tensorboard" in parts:
         tensorboard_part(args, out)
     if "mlflow" in parts:
         mlflow_part(out)
 
 
-def opt_dashboard(out: Path) -> None:
-    storage = optuna_study(Path(tempfile.mkdtemp(prefix="attnexp-optuna-")))
-    with optuna_dashboard(storage) as url:
+def opt_dashboard(out: Path, storage: str | None = None) -> None:
+    """optuna-dashboard over a study made here (3 trials) or over `storage`'s: every finished trial
+    shown with its value and its run folder; the password of a server's URL is never printed."""
+    from attnexp.compat.optuna import JOURNAL
+    from hydra_plugins.attnexp_optuna_sweeper.storage import dashboard_command
+
+    made = storage is None
+    storage = storage or optuna_study(Path(tempfile.mkdtemp(prefix="attnexp-optuna-")))
+    with optuna_dashboard(storage[len(JOURNAL):] if storage.startswith(JOURNAL) else storage) as url:
         found = check_optuna(url)
         screenshot(f"{url}/dashboard/studies/{found['study_id']}", out / "optuna_dashboard.png")
-    print(json.dumps({"storage": storage, **found, "screenshot": str(out / "optuna_dashboard.png")}, indent=2))
-    bad = [f"{found['n_trials']} trials, not 3"] if found["n_trials"] != 3 else []
-    bad += ["a trial without its run folder (user attribute run_dir)"] if not all(found["run_dirs"]) else []
-    bad += ["a trial without a value"] if not all(found["values"]) else []
+    shown = shlex.split(dashboard_command(storage))[1]  # a server's password as ***
+    print(json.dumps({"storage": shown, **found, "screenshot": str(out / "optuna_dashboard.png")}, indent=2))
+    done = [i for i, s in enumerate(found["trial_states"]) if s in ("Complete", "Pruned")]
+    bad = [f"{found['n_trials']} trials, not 3"] if made and found["n_trials"] != 3 else []
+    bad += ["no finished trial"] if not done else []
+    bad += ["a trial without its run folder (user attribute run_dir)"] if not all(found["run_dirs"][i] for i in done) else []
+    complete = [i for i in done if found["trial_states"][i] == "Complete"]
+    bad += ["a trial without a value"] if not all(found["values"][i] for i in complete) else []
     if bad:
         raise SystemExit("dashboards.py: optuna-dashboard does not show " + "; ".join(bad))
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import slurm
+from helpers import postgres, slurm
 from helpers.runs import REPO
 
 ON_SLURM = ["hydra/launcher=slurm", "hydra.launcher.partition=debug", "hydra.launcher.gpus_per_node=0",
@@ -127,3 +128,38 @@ def test_a_job_that_exhausts_its_requeues_ends_interrupted_and_the_sweep_says_ho
     assert "attnexp: 1 run(s) of the sweep did not finish:" in r.stderr
     line = [x for x in r.stderr.splitlines() if x.startswith("attnexp: continue them")]
     assert len(line) == 1 and f"hydra.sweep.dir={tmp_path} resume=auto" in line[0], r.stderr[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(postgres.skip_reason() is not None, reason=postgres.skip_reason() or "")
+def test_two_sbatch_jobs_are_two_workers_of_one_study_on_a_server(cluster, tmp_path):
+    """Workers on a cluster as users start them: the same Optuna command in two sbatch jobs against one
+    study on a real PostgreSQL server. The study ends with n_trials finished and none running, both
+    jobs recorded as launches with seeds of their own, no setting asked twice, and each job exits 0."""
+    import optuna
+
+    with postgres.server() as (_, url):
+        env = {**cluster, "PYTHONWARNINGS": "ignore", "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO)])}
+        worker = [sys.executable, "-m", "attnexp", "train", "-m", "hparams_search=optuna", f"hydra.sweeper.storage={url}",
+                  "hydra.sweeper.study_name=cluster", "hydra.sweeper.n_trials=4", "trainer.max_epochs=1",
+                  "data.n_sentences=300", "logger=none", "maps.enabled=false", "test=false", "threads=1",
+                  "trainer.enable_progress_bar=false"]
+        jobs = [subprocess.run(["sbatch", "--parsable", "-c", "1", "--mem=2G", "-o", str(tmp_path / f"job{k}.out"),
+                                f"--chdir={tmp_path}", "--wrap", shlex.join([*worker, f"hydra.sweep.dir={tmp_path}/job{k}"])],
+                               env=env, capture_output=True, text=True, check=True).stdout.strip() for k in range(2)]
+        end = time.time() + 600
+        while subprocess.run(["squeue", "-h"], env=env, capture_output=True, text=True).stdout.strip() and time.time() < end:
+            time.sleep(1)
+        logs = "\n".join((tmp_path / f"job{k}.out").read_text()[-2000:] for k in range(2))
+        for job in jobs:
+            shown = subprocess.run(["scontrol", "show", "job", job], env=env, capture_output=True, text=True).stdout
+            assert "JobState=COMPLETED" in shown and "ExitCode=0:0" in shown, shown + logs
+        S = optuna.trial.TrialState
+        study = optuna.load_study(study_name="cluster", storage=url)
+        trials = study.get_trials(deepcopy=False)
+        finished = [t for t in trials if t.state in (S.COMPLETE, S.PRUNED)]
+        assert len(finished) == 4 and not [t for t in trials if t.state in (S.RUNNING, S.WAITING)], logs
+        launches = {k: v["seed"] for k, v in study.user_attrs.items() if k.startswith("launch:")}
+        assert len(launches) == 2 and len(set(launches.values())) == 2, launches
+        asked = [tuple(sorted(t.params.items())) for t in finished]
+        assert len(set(asked)) == 4, asked
