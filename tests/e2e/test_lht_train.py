@@ -44,10 +44,19 @@ def test_train_fast_dev_run(tmp_path):
 
 def test_train_epoch_double_val_loop(tmp_path):
     """Mirrors test_train_epoch_double_val_loop: `trainer.max_epochs=1 +trainer.val_check_interval=0.5`:
-    two validations in the epoch, and the record holds both."""
-    attnexp("train", *SMALL, "trainer.max_epochs=1", "+trainer.val_check_interval=0.5", f"hydra.run.dir={tmp_path}")
+    two validations in the epoch, counted: the record holds both (at the half and at the end of the
+    epoch's steps) and so does the CSV log."""
+    attnexp("train", *[a for a in SMALL if a != "logger=none"], "logger=csv", "trainer.max_epochs=1",
+            "+trainer.val_check_interval=0.5", f"hydra.run.dir={tmp_path}")
     s = summary(tmp_path)
     assert s["status"] == "completed" and s["epochs"] == 1
+    history = s["metrics"]["history"]
+    assert [h["epoch"] for h in history] == [0, 0] and history[0]["step"] < history[1]["step"] == s["steps"], history
+    import csv
+
+    with open(tmp_path / "csv" / "metrics.csv") as f:
+        logged = [row for row in csv.DictReader(f) if row.get("val/loss")]
+    assert len(logged) == 2, logged
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
 
 
