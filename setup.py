@@ -20,7 +20,8 @@ class BuildWithConf(build_py):
             return
         target = Path(self.build_lib) / "attnexp" / "conf"
         shutil.rmtree(target, ignore_errors=True)
-        shutil.copytree(CONF, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        # conf/local/ holds one machine's settings (a developer's paths, keys): never shipped
+        shutil.copytree(CONF, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "local"))
 
 
 setup(cmdclass={"build_py": BuildWithConf})

@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0
+    load_env()
     cmd, rest = argv[0], argv[1:]
     if os.environ.get("ATTNEXP_SUBCOMMAND") == "train" and ("=" in cmd or cmd.startswith("-")):  # a DDP child Lightning started
         cmd, rest = "train", argv
@@ -68,6 +69,18 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
         return compare_cli(rest)
     print(f"attnexp: unknown command {cmd!r}; choose one of: {', '.join(COMMANDS)}\n\n{USAGE}", file=sys.stderr)
     return 2
+
+
+def load_env() -> None:
+    """A `.env` file in the folder the command runs from or a folder above it (python-dotenv's
+    search), read as lightning-hydra-template reads one: its variables reach `${oc.env:X}` in the
+    configs and the loggers (WANDB_API_KEY, MLFLOW_TRACKING_URI); one already set in the
+    environment wins over the file."""
+    from dotenv import find_dotenv, load_dotenv
+
+    path = find_dotenv(usecwd=True)
+    if path:
+        load_dotenv(path, override=False)
 
 
 if __name__ == "__main__":

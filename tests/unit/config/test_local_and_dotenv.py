@@ -1,0 +1,73 @@
+"""lightning-hydra-template's two machine-specific habits: an optional `local` config group (one
+machine's paths and settings, never committed) and a `.env` file whose variables `${oc.env:X}`
+sees. Before: `local=...` was not a group and `${oc.env:X}` saw nothing of a .env."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from attnexp.cli import load_env, main
+
+LOCAL = """\
+# @package _global_
+trainer:
+  max_epochs: 5
+paths:
+  data_dir: /data/on/this/machine
+"""
+
+
+@pytest.fixture
+def local_conf(tmp_path):
+    (tmp_path / "myconf" / "local").mkdir(parents=True)
+    (tmp_path / "myconf" / "local" / "default.yaml").write_text(LOCAL)
+    return tmp_path / "myconf"
+
+
+def shown(capsys, *args: str) -> str:
+    assert main(["train", *args, "--cfg", "job", "--resolve"]) == 0
+    return capsys.readouterr().out
+
+
+def test_a_local_default_applies_over_the_experiment_and_under_the_command_line(local_conf, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    out = shown(capsys, "--config-dir", str(local_conf), "experiment=copy")  # copy's own max_epochs is not 5
+    assert "max_epochs: 5" in out and "data_dir: /data/on/this/machine" in out
+    assert "max_epochs: 2" in shown(capsys, "--config-dir", str(local_conf), "experiment=copy", "trainer.max_epochs=2")
+    assert "max_epochs: 5" not in shown(capsys, "experiment=copy")  # optional: without one, nothing changes
+
+
+def test_an_experiments_paths_are_kept(tmp_path, capsys, monkeypatch):
+    """Before, paths/default came after the experiment in the defaults list and undid its paths."""
+    (tmp_path / "myconf" / "experiment").mkdir(parents=True)
+    (tmp_path / "myconf" / "experiment" / "mine.yaml").write_text("# @package _global_\npaths:\n  sweep_dir: my_sweeps\n")
+    monkeypatch.chdir(tmp_path)
+    assert "sweep_dir: my_sweeps" in shown(capsys, "--config-dir", "myconf", "experiment=mine")
+
+
+def test_the_local_group_is_never_shipped_nor_committed():
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[3]
+    assert "conf/local/" in (repo / ".gitignore").read_text().splitlines()
+    assert "prune conf/local" in (repo / "MANIFEST.in").read_text().splitlines()
+    assert '"local"' in (repo / "setup.py").read_text()  # the wheel's copy of conf/ leaves it out
+
+
+def test_a_dotenv_in_the_folder_or_above_reaches_oc_env_and_the_environment_wins(tmp_path, capsys, monkeypatch):
+    (tmp_path / ".env").write_text("ATTNEXP_TEST_LOGS=/from/dotenv\nATTNEXP_TEST_SET=/from/dotenv\n")
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    monkeypatch.setenv("ATTNEXP_TEST_SET", "/from/environment")
+    monkeypatch.delenv("ATTNEXP_TEST_LOGS", raising=False)
+    out = shown(capsys, "paths.log_dir=${oc.env:ATTNEXP_TEST_LOGS,nowhere}", "paths.sweep_dir=${oc.env:ATTNEXP_TEST_SET}")
+    assert "log_dir: /from/dotenv" in out and "sweep_dir: /from/environment" in out
+
+
+def test_no_dotenv_changes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    before = dict(os.environ)
+    load_env()
+    assert dict(os.environ) == before
