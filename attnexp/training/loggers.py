@@ -182,13 +182,13 @@ def finish(loggers, completed: bool, run_dir: Path | None = None) -> None:
 
 
 def run_fields(spec: dict, tags: list[str], run_name: str) -> dict:
-    """A logger's spec with the run's own fields: wandb's run tags gain `tags=[...]` (TensorBoard gets
-    them in its hparams record); an MLflow run is named after its run folder and carries each tag as
+    """A logger's spec with the run's own fields: a wandb run is named after its run folder and its tags
+    gain `tags=[...]` (TensorBoard gets them in its hparams record); an MLflow run is named so too and carries each tag as
     a tag of its own; a local SQLite store gets its folder and its artifacts beside it (mlartifacts/:
     a tracking server keeps its own)."""
     target = str(spec.get("_target_", ""))
-    if "Wandb" in target and tags:
-        return {**spec, "tags": [*(spec.get("tags") or []), *tags]}
+    if "Wandb" in target:  # named after its folder, as MLflow's run and TensorBoard's (wandb would draw a random name)
+        return {**spec, "name": spec.get("name") or run_name, "tags": [*(spec.get("tags") or []), *tags]}
     if "MLFlow" in target:
         uri, local = str(spec.get("tracking_uri") or ""), {}
         if uri.startswith("sqlite:///"):

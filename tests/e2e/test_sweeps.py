@@ -148,6 +148,8 @@ def test_a_wandb_sweep_makes_one_finished_run_per_job_in_one_group(tmp_path, mon
     assert sorted(t for r in runs for t in r["tags"] if t.startswith("attention=")) == ["attention=alibi", "attention=causal"]
     assert sorted(r["config"]["attention"]["name"] for r in runs) == ["alibi", "mha"]  # each its own config
     assert all("val/loss" in r["history"] for r in runs)
+    # each run named after its job folder, as in TensorBoard and MLflow (before: no display name; wandb's random one)
+    assert sorted(r["name"] for r in runs) == sorted(p.parent.parent.parent.name for p in logs), [r["name"] for r in runs]
 
 
 def test_the_wandb_sweep_definition_drives_the_cli():

@@ -36,7 +36,8 @@ def records(path: Path):
 
 
 def summary(path: Path, wait: float = 20.0) -> dict:
-    """What the run holds: its config keys and values, group, job type, tags, exit code, history keys.
+    """What the run holds: its config keys and values, display name, group, job type, tags, exit code,
+    history keys.
     wandb's service writes the log on its own: wait (up to `wait` s) until the run's exit is in it."""
     import time
 
@@ -52,11 +53,12 @@ def summary(path: Path, wait: float = 20.0) -> dict:
 
 
 def _summary(path: Path) -> dict:
-    out = {"config": {}, "group": None, "job_type": None, "tags": [], "exit_code": None, "history": set()}
+    out = {"config": {}, "name": None, "group": None, "job_type": None, "tags": [], "exit_code": None, "history": set()}
     for r in records(path):
         kind = r.WhichOneof("record_type")
         if kind == "run":
             out["group"], out["job_type"], out["tags"] = r.run.run_group, r.run.job_type, list(r.run.tags)
+            out["name"] = r.run.display_name or out["name"]
             out["config"].update({u.key: json.loads(u.value_json) for u in r.run.config.update})
         elif kind == "config":
             out["config"].update({u.key: json.loads(u.value_json) for u in r.config.update})
