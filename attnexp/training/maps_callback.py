@@ -118,12 +118,16 @@ class AttentionMaps(L.Callback):
         self.dir.mkdir(parents=True, exist_ok=True)
         a = self.analyse(trainer, pl_module, w)
         per_head = quantities.measure(Maps(w, self.probe.lengths, targets=self.probe.targets))
-        grids, _ = snapshot.save(self.dir, snapshot.stem(snapshot.START), w, self.probe, per_head,
-                                 "start (before training)", self.cfg, analysis=a, epoch=snapshot.START, step=0)
+        grids, pictures = snapshot.save(self.dir, snapshot.stem(snapshot.START), w, self.probe, per_head,
+                                        "start (before training)", self.cfg, analysis=a, epoch=snapshot.START, step=0)
         self._add_to_viewer(snapshot.START, w, a, per_head)
-        if self.cfg.animation:
-            for b, (img, _) in enumerate(grids):
+        for b, (img, png) in enumerate(grids):
+            if self.cfg.animation:
                 self.frames.setdefault(b, []).append(img)
+            if self.cfg.images_to_logger:  # step 0: each dashboard's image slider starts where the viewer does
+                log_image(trainer.loggers, f"attention_maps/example{b}", img, png, 0)
+        for name, (img, png) in pictures.items() if self.cfg.images_to_logger else ():
+            log_image(trainer.loggers, f"head_{name}", img, png, 0)
 
     # --- the timeline: light readings on the step schedule ------------------------------------------
 

@@ -29,7 +29,7 @@ def test_tensorboard_shows_a_runs_curves_maps_and_settings(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     found = json.loads(r.stdout[r.stdout.index("{"):])
     assert {"scalars", "images", "hparams", "custom_scalars"} <= set(found["plugins_with_data"])
-    assert {"attention_maps/example0", "head_roles"} <= set(found["image_tags"]) and len(found["steps_of_first_image"]) == 3
+    assert {"attention_maps/example0", "head_roles"} <= set(found["image_tags"]) and len(found["steps_of_first_image"]) == 4
     for tab in ("images", "scalars", "custom_scalars"):
         png = tmp_path / f"tensorboard_{tab}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 30_000  # a page, not a blank
@@ -74,7 +74,7 @@ def test_an_mlflow_server_holds_a_runs_metrics_config_and_maps(tmp_path):
     assert {"val/loss", "val/acc", "align/best", "attn/L0/entropy"} <= set(found["metrics"]) and found["n_params"] > 50
     assert found["tags"]["attention"] == "mha" and found["tags"]["tag.dashboards"] == "true"
     assert {"maps/viewer.html", "summary.json", "config_resolved.yaml"} <= set(found["artifacts"])
-    assert sum(a.startswith("images/attention_maps~example0") and a.endswith(".png") for a in found["artifacts"]) == 3
+    assert sum(a.startswith("images/attention_maps~example0") and a.endswith(".png") for a in found["artifacts"]) == 4
     for name in ("mlflow_run", "mlflow_viewer"):
         png = tmp_path / f"{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 30_000

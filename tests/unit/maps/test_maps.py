@@ -91,8 +91,9 @@ def test_callback_writes_maps_and_logs_them(tmp_path):
     assert Image.open(maps / "evolution_ex0.gif").n_frames == 3  # the start snapshot, then 2 epochs
     ev = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"images": 0, "scalars": 0, "histograms": 0}).Reload()
     assert "attention_maps/example0" in ev.Tags()["images"]
-    # on the steps of the epochs' validation metrics (Lightning's logging step: one less than global_step)
-    assert [e.step for e in ev.Images("attention_maps/example0")] == [e.step for e in ev.Scalars("val/loss")]
+    # the start's at step 0, then on the steps of the epochs' validation metrics (Lightning's logging step:
+    # one less than global_step)
+    assert [e.step for e in ev.Images("attention_maps/example0")] == [0, *(e.step for e in ev.Scalars("val/loss"))]
     assert [e.step for e in ev.Scalars("val/loss")] == [s["metrics"]["history"][i]["step"] - 1 for i in range(2)]
     for tag in ("attn/L0/entropy", "attn/L1/distance", "attn/L0/first_token", "attn/L1/head_diversity",
                 "attn/L1/drift", "attn/L0/prev_token", "attn/L1/induction", "attn/L0/importance",
@@ -113,8 +114,8 @@ def test_callback_writes_maps_and_logs_them(tmp_path):
 
     assert all(any(re.match(rx, t) for t in ev.Tags()["scalars"]) for rx in charts.values()), charts
     assert "best alignment" not in charts  # the toy corpus has no alignment targets: no empty chart
-    assert len(ev.Images("head_importance")) == 2 and (maps / "epoch001_importance.png").is_file()
-    assert len(ev.Images("head_roles")) == 2 and (maps / "epoch001_roles.png").is_file() and (maps / "start_roles.png").is_file()
+    assert len(ev.Images("head_importance")) == 3 and (maps / "epoch001_importance.png").is_file()  # start + 2 epochs
+    assert len(ev.Images("head_roles")) == 3 and (maps / "epoch001_roles.png").is_file() and (maps / "start_roles.png").is_file()
     last = np.load(maps / "epoch001.npz", allow_pickle=False)
     assert last["roles"].shape == (2, 4) and last["stat_importance"].shape == (2, 4) and "rollout_ex1" in last
     assert last["rollout_ex1"].shape == (last["lengths"][1],) * 2
@@ -152,7 +153,8 @@ def test_wandb_offline_gets_images_and_a_table(tmp_path, monkeypatch):
     assert len(runs) == 1
     root = runs[0] / "files" / "media"
     media = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()]
-    assert any(n.startswith("images/attention_maps/example0") and n.endswith(".png") for n in media), media
+    # the start (before training) and the one epoch: before, only the epoch's reached wandb
+    assert sum(n.startswith("images/attention_maps/example0") and n.endswith(".png") for n in media) == 2, media
     tables = [p for p in root.rglob("*.table.json") if "attention_head_stats" in p.name]
     assert tables, media
     import json

@@ -46,7 +46,8 @@ def test_a_run_ends_with_a_block_and_tensorboard_gets_hparams_and_aligned_images
         assert needle in blob, needle
     # the maps land on the step of the epoch's validation metrics
     ev = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"images": 0, "scalars": 0}).Reload()
-    assert [e.step for e in ev.Images("attention_maps/example0")] == [e.step for e in ev.Scalars("val/loss")]
+    # (and the start's, before training, at step 0: before, the dashboards never showed the initialisation)
+    assert [e.step for e in ev.Images("attention_maps/example0")] == [0, *(e.step for e in ev.Scalars("val/loss"))]
     hparams_yaml = (run_dir / "tensorboard" / "hparams.yaml").read_text()
     assert "seed:" in hparams_yaml and "trainer:" in hparams_yaml and "data:" in hparams_yaml
 
