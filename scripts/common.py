@@ -51,3 +51,17 @@ def screenshot(url: str, out: Path, size: str, wait_ms: int = 10000) -> None:
     with tempfile.TemporaryDirectory() as profile:
         subprocess.run([chromium, *flags, f"--user-data-dir={profile}", f"--screenshot={out}", url], check=True,
                        capture_output=True, timeout=180)
+
+
+def page_dom(url: str, wait_ms: int = 10000) -> str:
+    """The DOM of `url` in headless Chromium after `wait_ms` of virtual time: what a page that draws
+    itself with scripts (MLflow's, TensorBoard's) shows once drawn."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        raise SystemExit("reading a page needs Debian's chromium (apt-get install chromium)")
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--window-size=1600,1000", f"--virtual-time-budget={wait_ms}"]
+    with tempfile.TemporaryDirectory() as profile:
+        return subprocess.run([chromium, *flags, f"--user-data-dir={profile}", "--dump-dom", url], check=True,
+                              capture_output=True, text=True, timeout=180).stdout

@@ -266,20 +266,40 @@ def check_mlflow(url: str) -> dict:
             "artifacts": sorted(files())}
 
 
+MLFLOW_RUN = "copy-run-for-the-dashboard"  # the run's folder, so its MLflow run name: a string no page holds by chance
+
+
+def experiment_page(url: str, experiment_id: str, png: Path) -> dict:
+    """The experiment's page as docs/runs.md links it (MLflow 3.17 opens an experiment on its GenAI view
+    unless the link or the browser says Model training): whether the run is listed on it (by name) and
+    whether MLflow put it on its GenAI view (traces) instead of the training runs; then a picture."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    from common import page_dom
+
+    page = f"{url}/#/experiments/{experiment_id}?workflowType=machine_learning"
+    dom = page_dom(page, wait_ms=20000)
+    screenshot(page, png, "1600,1000")
+    return {"url": page, "lists_the_run": MLFLOW_RUN in dom,
+            "genai_view": "No data available" in dom or ">Traces<" in dom and MLFLOW_RUN not in dom}
+
+
 def mlflow_part(out: Path) -> None:
     folder = Path(tempfile.mkdtemp(prefix="attnexp-mlflow-"))
     with mlflow_server(folder) as url:
         subprocess.run([sys.executable, "-m", "attnexp", "train", *RUN, "logger=mlflow", f"logger.mlflow.tracking_uri={url}",
-                        f"hydra.run.dir={folder / 'run'}", "tags=[dashboards]"], cwd=REPO, check=True)
+                        f"hydra.run.dir={folder / MLFLOW_RUN}", "tags=[dashboards]"], cwd=REPO, check=True)
         found = check_mlflow(url)
+        found["experiment_page"] = experiment_page(url, found["experiment_id"], out / "mlflow_experiment.png")
         run_page = f"{url}/#/experiments/{found['experiment_id']}/runs/{found['run_id']}"
         screenshot(run_page, out / "mlflow_run.png", "1600,1000")
         screenshot(f"{run_page}/artifacts/maps/viewer.html", out / "mlflow_viewer.png", "1600,1000")
     print(json.dumps({"server": url, "folder": str(folder), **found,
-                      "screenshots": [str(out / "mlflow_run.png"), str(out / "mlflow_viewer.png")]}, indent=2))
+                      "screenshots": [str(out / f"mlflow_{k}.png") for k in ("experiment", "run", "viewer")]}, indent=2))
     bad = [f"the run is {found['status']}"] if found["status"] != "FINISHED" else []
     bad += [f"val/loss has {found['val_loss_points']} points, not 3"] if found["val_loss_points"] != 3 else []
     bad += [f"no artifact {a}" for a in ("maps/viewer.html", "summary.json") if a not in found["artifacts"]]
+    bad += ["the experiment's first page does not list the run"] if not found["experiment_page"]["lists_the_run"] else []
+    bad += ["the experiment opens on MLflow's GenAI view"] if found["experiment_page"]["genai_view"] else []
     bad += ["no attention-map image"] if not any(a.startswith("images/attention_maps") for a in found["artifacts"]) else []
     bad += [f"artifacts written outside the server's store ({found['artifact_uri']})"] if not found["artifact_uri"].startswith(
         "mlflow-artifacts:") else []

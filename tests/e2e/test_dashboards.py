@@ -69,13 +69,15 @@ def test_an_mlflow_server_holds_a_runs_metrics_config_and_maps(tmp_path):
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     found = json.loads(r.stdout[r.stdout.rindex("\n{") + 1:])
-    assert found["status"] == "FINISHED" and found["val_loss_points"] == 3 and found["run_name"] == "run"
+    assert found["status"] == "FINISHED" and found["val_loss_points"] == 3 and found["run_name"] == "copy-run-for-the-dashboard"
+    # the experiment's first page, opened in Chromium, lists the run (not MLflow 3's empty GenAI view)
+    assert found["experiment_page"]["lists_the_run"] and not found["experiment_page"]["genai_view"], found["experiment_page"]
     assert found["artifact_uri"].startswith("mlflow-artifacts:")  # through the server, as on a lab's machine
     assert {"val/loss", "val/acc", "align/best", "attn/L0/entropy"} <= set(found["metrics"]) and found["n_params"] > 50
     assert found["tags"]["attention"] == "mha" and found["tags"]["tag.dashboards"] == "true"
     assert {"maps/viewer.html", "summary.json", "config_resolved.yaml"} <= set(found["artifacts"])
     assert sum(a.startswith("images/attention_maps~example0") and a.endswith(".png") for a in found["artifacts"]) == 4
-    for name in ("mlflow_run", "mlflow_viewer"):
+    for name in ("mlflow_experiment", "mlflow_run", "mlflow_viewer"):
         png = tmp_path / f"{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 30_000
     left = subprocess.run(["pgrep", "-f", f"backend-store-uri=sqlite:///{found['folder']}"], capture_output=True, text=True)
