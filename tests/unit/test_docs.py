@@ -61,6 +61,26 @@ def test_the_config_group_reference_is_what_the_script_generates_from_conf():
         "docs/config_groups.md is stale: run python scripts/docs/config_page.py"
 
 
+def test_the_groups_table_of_the_readme_and_the_docs_is_one_generated_from_conf():
+    """README.md and docs/configuration.md kept the groups table by hand and had drifted apart (the
+    logger row); both now hold the generator's table, whose options are conf/'s and whose defaults are
+    conf/config.yaml's: an option added to conf/ or a default changed without regenerating fails here."""
+    import yaml
+
+    mod = config_page()
+    table = mod.groups_table()
+    for page in mod.TABLE_PAGES:
+        text = page.read_text()
+        assert f"{mod.GROUPS_START}\n{table}\n{mod.GROUPS_END}" in text, \
+            f"{page.name}'s groups table is stale: run python scripts/docs/config_page.py"
+    listed = {row.split(" | ")[0].strip("| `"): row for row in table.splitlines()[2:]}
+    for group in ("attention", "model", "data", "task", "trainer", "logger", "experiment", "debug"):
+        for option in (REPO / "conf" / group).glob("*.yaml"):
+            assert f"`{option.stem}`" in listed[group], (group, option.stem)
+    default = yaml.safe_load((REPO / "conf" / "config.yaml").read_text())["defaults"]
+    assert "`tensorboard` (default)" in listed["logger"] and {"logger": "tensorboard"} in default
+
+
 def test_the_generator_writes_one_safe_row_or_refuses():
     """A description with `<placeholders>` and `&` lands escaped (the page ate `outputs/<date>/...`
     as HTML); one that spans lines (the help group's header pasted whole broke the row, and mkdocs
