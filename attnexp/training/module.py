@@ -90,6 +90,7 @@ class AttnexpModule(L.LightningModule):
             self._count_confusion(stage, pred, labels)
         sums = torch.stack([loss.detach().float() * count, count.float(), correct.float()])
         self._sums[stage] = sums if stage not in self._sums else self._sums[stage] + sums
+        self._step_count = count
         return loss
 
     def _count_confusion(self, stage: str, pred: torch.Tensor, labels: torch.Tensor) -> None:
@@ -165,15 +166,23 @@ class AttnexpModule(L.LightningModule):
         self._step_loss = loss
         return loss
 
+    _step_count: torch.Tensor | None = None  # the targets the last model_step's loss averaged over
+
     def on_train_batch_end(self, outputs, batch, batch_idx):
-        """At a logging step, the step's loss comes to the host in one read, after the whole step is
-        queued, and is logged as a host number: Lightning's conversions of it (for the loggers and
-        the progress bar, at every step's end) then read nothing from the device."""
+        """At a logging step, the step's loss (under DDP, the global batch's: one all-reduce at a logging
+        step) comes to the host in one read, after the whole step is queued, and is logged as a host
+        number: Lightning's conversions of it (for the loggers and the progress bar, at every step's
+        end) then read nothing from the device."""
         every = self.trainer.log_every_n_steps
         loss, self._step_loss = self._step_loss, None
         if loss is None or not every or (self.global_step % every) != 0 or not self.step_loss_shown:
             return  # global_step has counted this step already: the same steps Lightning logs at
-        self.host_step_loss = self.logged_loss(loss).float().to("cpu", copy=True)
+        loss = self.logged_loss(loss).float()
+        if self.trainer.world_size > 1:  # the global batch's loss: every rank's, weighted by its targets (not rank 0's)
+            total = self.trainer.strategy.reduce(torch.stack([loss * self._step_count, self._step_count.float()]),
+                                                 reduce_op="sum")
+            loss = total[0] / total[1].clamp_min(1)
+        self.host_step_loss = loss.to("cpu", copy=True)
         self.log("train/loss", self.host_step_loss, on_step=True, on_epoch=False, prog_bar=True)
 
     def logged_loss(self, loss: torch.Tensor) -> torch.Tensor:

@@ -110,9 +110,14 @@ class RunRecorder(L.Callback):
         self._rng = state["rng"]
 
     def token_count(self) -> int:
-        return self.tokens_before + self.tokens * self.world
+        """Tokens trained on: under DDP every rank's, summed at each epoch's end (since then, this
+        rank's times the ranks: the shards' lengths differ by a few tokens)."""
+        if self.world == 1:
+            return self.tokens_before + self.tokens
+        return self.tokens_before + self.tokens_counted + (self.tokens - self.tokens_at_count) * self.world
 
-    world = 1  # processes training on shards of the data: each counts its own tokens (an even share of the total)
+    world = 1  # processes training on shards of the data, each counting its own tokens
+    tokens_counted = tokens_at_count = 0  # every rank's tokens summed at the last epoch end; this rank's then
 
     def fit_seconds(self) -> float:
         if self.t_fit0 is None:
@@ -158,8 +163,15 @@ class RunRecorder(L.Callback):
             return
         _sync(trainer)
         seconds = time.perf_counter() - e["t0"]
-        tokens = e["tokens"] * trainer.world_size
-        perf = {"tokens_per_s": round(tokens / seconds, 1), "tflops": round(e["flops"] * trainer.world_size / seconds / 1e12, 4)}
+        tokens, flops = e["tokens"], e["flops"]
+        if trainer.world_size > 1:  # what every rank trained on (one all-reduce an epoch), not rank 0's times the ranks
+            import torch
+
+            seen = trainer.strategy.reduce(torch.tensor([tokens, self.tokens, flops], dtype=torch.float64,
+                                                        device=trainer.strategy.root_device), reduce_op="sum").tolist()
+            tokens, flops = int(seen[0]), seen[2]
+            self.tokens_counted, self.tokens_at_count = int(seen[1]), self.tokens
+        perf = {"tokens_per_s": round(tokens / seconds, 1), "tflops": round(flops / seconds / 1e12, 4)}
         peak = peak_tflops(device_name(trainer), str(trainer.precision))
         if peak:
             perf.update(mfu=round(perf["tflops"] / (peak[0] * trainer.world_size), 4), peak=peak[1], peak_tflops=peak[0])

@@ -176,8 +176,8 @@ def test_debug_presets_run(preset, tmp_path, monkeypatch):
 from helpers.runs import REPO  # noqa: E402
 
 
-def cli(args: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+def cli(args: list[str], cwd: Path, timeout: int = 600, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}
     return subprocess.run([sys.executable, "-m", "attnexp", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)
 
@@ -208,10 +208,11 @@ def test_ddp_on_two_cpu_processes_reduces_metrics_and_writes_once(tmp_path):
     from attnexp.training.module import AttnexpModule
     from helpers.runs import run_of
 
-    run_dir = tmp_path / "run"
+    run_dir, steps = tmp_path / "run", tmp_path / "steps"
     ov = ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", "trainer.max_epochs=2", "data.n_sentences=400",
-          "logger=none", "maps.n_examples=2"]
-    r = cli(["train", *ov, f"hydra.run.dir={run_dir}"], tmp_path)
+          "logger=csv", "maps.n_examples=2", "trainer.log_every_n_steps=2"]
+    probe = ["+callbacks.steps._target_=helpers.ddp_steps.StepsPerRank", f"+callbacks.steps.out={steps}"]
+    r = cli(["train", *ov, *probe, f"hydra.run.dir={run_dir}"], tmp_path, env={"PYTHONPATH": str(REPO / "tests")})
     assert r.returncode == 0, r.stderr[-3000:]
     s = json.loads((run_dir / "summary.json").read_text())
     assert s["status"] == "completed" and len(s["metrics"]["history"]) == 2
@@ -232,6 +233,19 @@ def test_ddp_on_two_cpu_processes_reduces_metrics_and_writes_once(tmp_path):
             total += lm_loss(model(b["input_ids"], b["pad_mask"]).logits, b["labels"]).item() * targets
             n += targets
     assert s["metrics"]["history"][-1]["val/loss"] == pytest.approx(total / n, rel=1e-4)
+    # what was trained on is every rank's tokens (before: rank 0's times two), and the per-step train/loss
+    # is the global batch's, every rank's weighted by its targets (before: rank 0's alone)
+    ranks = [[json.loads(x) for x in (steps / f"rank{k}.jsonl").read_text().splitlines()] for k in (0, 1)]
+    assert s["train_tokens"] == sum(row["n_tokens"] for rows in ranks for row in rows)
+    import csv
+
+    with open(run_dir / "csv" / "metrics.csv") as f:
+        logged = [float(row["train/loss"]) for row in csv.DictReader(f) if row.get("train/loss")]
+    both = [(a, b) for a, b in zip(*ranks) if "loss" in a]
+    assert len(logged) == len(both) >= 3
+    for value, (a, b) in zip(logged, both):
+        assert value == pytest.approx((a["loss"] * a["count"] + b["loss"] * b["count"]) / (a["count"] + b["count"]), rel=1e-5)
+    assert any(abs(a["loss"] - b["loss"]) > 1e-4 for a, b in both)  # the ranks' shards differ: the check can fail
 
 
 @pytest.mark.slow
