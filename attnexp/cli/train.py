@@ -103,7 +103,9 @@ def run_folder(overrides: list[str], multirun: bool) -> tuple[Path, str]:
         cfg = compose_checked([o for o in overrides if "," not in o.partition("=")[2] or o.startswith("hydra")])
         return Path(str(cfg.paths[which])), f"paths.{which}"
     except Exception:  # noqa: BLE001 - a sweep whose fixed part does not compose alone: Hydra says so itself
-        return Path("multirun" if multirun else "outputs"), f"paths.{which}"
+        from attnexp.launch.compose import default_paths
+
+        return Path(str(default_paths()[which])), f"paths.{which}"
 
 
 def folder_owned(overrides: list[str], multirun: bool) -> str | None:
@@ -138,13 +140,10 @@ def sweep_arguments(argv: list[str], overrides: list[str]) -> tuple[list[str], P
 
 
 def sweep_dir(overrides: list[str]) -> str:
-    """paths.sweep_dir: the command line's, else conf/paths/default.yaml's (read as text: no composition)."""
-    import yaml
-
-    from attnexp.launch.compose import conf_dir
-
-    given = [o.split("=", 1)[1] for o in overrides if o.lstrip("+").startswith("paths.sweep_dir=")]
-    return given[-1] if given else yaml.safe_load((conf_dir() / "paths" / "default.yaml").read_text())["sweep_dir"]
+    """paths.sweep_dir as the composed config has it: the command line's, an experiment's, local/'s or
+    paths/default.yaml's (before, this read the yaml as text and missed an experiment's and local/'s)."""
+    folder, _ = run_folder([o for o in overrides if not o.startswith("hydra.sweep.dir=")], multirun=True)
+    return str(folder)
 
 
 def hydra_task(overrides: list[str], multirun: bool, started: float | None):

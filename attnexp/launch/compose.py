@@ -17,6 +17,15 @@ def conf_dir() -> Path:
                             f"reinstall attnexp (pip install --force-reinstall attnexp, or pip install -e . in a checkout)")
 
 
+def default_paths() -> dict:
+    """conf/paths/default.yaml as written (interpolations unresolved): where a command that composes
+    nothing (compare with no folder) or whose composition failed looks for runs and sweeps. The one
+    place the defaults `outputs` and `multirun` are spelled is that yaml."""
+    import yaml
+
+    return yaml.safe_load((conf_dir() / "paths" / "default.yaml").read_text())
+
+
 def with_config_dir(overrides: list[str], config_dir: str | None) -> list[str]:
     """`overrides` with Hydra's `--config-dir DIR` as the `hydra.searchpath` entry it amounts to (after
     any the user gave), so attnexp's checks compose what Hydra's run will: a user's own

@@ -43,8 +43,9 @@ def find_summaries(paths: list[Path]) -> list[Path]:
     return found
 
 
-def newest_sweep(root: Path = Path("multirun")) -> Path:
-    # a sweep that ran nothing (no summary.json below it) is never the one picked
+def newest_sweep(root: Path) -> Path:
+    """The newest sweep with runs under `root` (the command line gives paths.sweep_dir); a sweep that
+    ran nothing (no summary.json below it) is never the one picked."""
     sweeps = [d for d in root.glob("*/*") if d.is_dir() and next(d.rglob("summary.json"), None)] if root.is_dir() else []
     if not sweeps:
         raise CompareError(f"no folder given and no sweep with runs under ./{root}; "

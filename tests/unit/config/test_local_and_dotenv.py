@@ -71,3 +71,16 @@ def test_no_dotenv_changes_nothing(tmp_path, monkeypatch):
     before = dict(os.environ)
     load_env()
     assert dict(os.environ) == before
+
+
+def test_a_sweep_goes_under_the_experiments_sweep_dir(tmp_path, monkeypatch):
+    """The sweep's folder is named before Hydra runs (cli/train.py sweep_dir); before, it read
+    paths/default.yaml as text and put an experiment's sweep under multirun/ all the same."""
+    from attnexp.cli.train import sweep_dir
+    from attnexp.launch.compose import with_config_dir
+
+    (tmp_path / "myconf" / "experiment").mkdir(parents=True)
+    (tmp_path / "myconf" / "experiment" / "mine.yaml").write_text("# @package _global_\npaths:\n  sweep_dir: my_sweeps\n")
+    monkeypatch.chdir(tmp_path)
+    assert sweep_dir(with_config_dir(["experiment=mine", "seed=0,1"], "myconf")) == "my_sweeps"
+    assert sweep_dir(["seed=0,1"]) == "multirun" and sweep_dir(["paths.sweep_dir=elsewhere", "seed=0,1"]) == "elsewhere"
