@@ -18,7 +18,7 @@ from pathlib import Path
 from attnexp.config import higher_is_better, split_override  # no torch import there either
 from attnexp.results import summary
 from attnexp.results.significance import t_quantile, welch_p
-from attnexp.results.summary import Status
+from attnexp.results.summary import KILLED, Status
 
 IGNORED = ("seed", "resume")  # settings that do not make a run another experiment
 RUN_METRICS = ("best", "time", "tokens/s", "memory MB")
@@ -70,16 +70,29 @@ def alive(pid: int) -> bool:
     return True
 
 
-def status_of(s: dict) -> str:
-    """The recorded status; a `running` run whose process is gone (same host) was killed outright."""
+def standing(s: dict) -> tuple[str, str]:
+    """(status, where it stopped): the recorded status, or KILLED for a `running` run whose process is
+    gone (same host); a run not finished says its epoch (' (epoch 3)'), a finished one nothing."""
     status = s.get("status", "?")
     if status != Status.RUNNING:
-        return status
+        return status, ""
     hist = (s.get("metrics") or {}).get("history") or []
     at = f" (epoch {hist[-1]['epoch']})" if hist else " (before its first epoch)"
     if s.get("host") == socket.gethostname() and isinstance(s.get("pid"), int) and not alive(s["pid"]):
-        return "killed" + at
-    return Status.RUNNING.value + at
+        return KILLED, at
+    return Status.RUNNING.value, at
+
+
+def status_of(s: dict) -> str:
+    """The status as the table shows it: 'completed', 'killed (epoch 3)'."""
+    return "".join(standing(s))
+
+
+def status_counts(summaries) -> dict[str, int]:
+    """How many runs stand in each status (killed runs apart from running ones), in the order met."""
+    from collections import Counter
+
+    return dict(Counter(standing(s)[0] for s in summaries))
 
 
 def peak_mb(s: dict) -> float | None:
@@ -198,9 +211,7 @@ def group_rows(t: Table) -> tuple[list[str], list[dict]]:
     for st, idx in t.groups():
         runs = [t.runs[i][1] for i in idx]
         ok = [s for s in runs if s.get("status") == Status.COMPLETED]
-        statuses = {}
-        for s in runs:
-            statuses[status_of(s).split(" (")[0]] = statuses.get(status_of(s).split(" (")[0], 0) + 1
+        statuses = status_counts(runs)
         row = {**st, "runs": ", ".join(f"{n} {k}" for k, n in statuses.items()), "_values": {}}
         for key in ("best", *t.test_keys, "time", "tokens/s", "memory MB", "induction step"):
             xs = [v for s in ok if (v := value(s, key)) is not None]

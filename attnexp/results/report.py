@@ -22,7 +22,7 @@ import numpy as np
 from attnexp.config import higher_is_better
 from attnexp.heads import quantities
 from attnexp.maps import snapshot
-from attnexp.results.compare import Table, peak_mb, status_of, value
+from attnexp.results.compare import Table, peak_mb, status_counts, status_of, value
 from attnexp.results.summary import Status
 
 CSS = """body { font: 14px system-ui, sans-serif; margin: 24px; color: #222; max-width: 1200px; }
@@ -256,9 +256,7 @@ def write_report(path: Path, t: Table, cols: list[str], rows: list[dict], gcols:
     matplotlib.rcParams["text.parse_math"] = False  # labels hold override values: `$x^^y$` is text, not mathtext
     path = Path(path).resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
-    counts: dict[str, int] = {}
-    for _, s in t.runs:
-        counts[status_of(s).split(" (")[0]] = counts.get(status_of(s).split(" (")[0], 0) + 1
+    counts = status_counts(s for _, s in t.runs)
     parts = [f"<h1>attnexp: {len(t.runs)} runs compared</h1>",
              f"<p class=note>{html.escape(', '.join(f'{n} {k}' for k, n in counts.items()))} · folder "
              f"{html.escape(str(t.root))} · {datetime.now():%Y-%m-%d %H:%M} · monitored: "

@@ -43,6 +43,10 @@ class Status(StrEnum):
     CONFIG_ERROR = "config_error"  # bad settings or bad input data, found before the first step
 
 
+# What `compare` and the report show for a run recorded `running` whose process is gone (same host):
+# never written into a summary (a killed process writes nothing), so not a Status.
+KILLED = "killed"
+
 STATUSES = tuple(s.value for s in Status)
 FAILURES = (Status.FAILED, Status.DIVERGED, Status.CONFIG_ERROR)  # what makes a sweep exit non-zero
 

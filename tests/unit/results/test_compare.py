@@ -286,3 +286,25 @@ def test_compare_reads_every_run_of_an_optuna_study_whichever_worker_ran_it(two_
     assert len(table(capsys.readouterr().out)) == 2
     assert compare_cli(["study=nope", f"storage={url}"]) == 2
     assert capsys.readouterr().err.strip() == f"attnexp compare: no study 'nope' in {url}"
+
+
+def test_a_running_run_whose_process_is_gone_is_counted_killed_apart_from_running():
+    """The status column and the group's run counts come from one reading of a run's standing (before,
+    the counts parsed the formatted status back with .split(' (') and 'killed' was a bare string)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from attnexp.results.compare import standing, status_counts, status_of
+    from attnexp.results.summary import KILLED, Status
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    here = {"host": socket.gethostname(), "metrics": {"history": [{"epoch": 2}]}}
+    killed = {**here, "status": "running", "pid": gone.pid}
+    live = {**here, "status": "running", "pid": os.getpid()}
+    done = {"status": "completed"}
+    assert standing(killed) == (KILLED, " (epoch 2)") and status_of(killed) == "killed (epoch 2)"
+    assert status_of(live) == "running (epoch 2)" and status_of(done) == "completed"
+    assert status_counts([killed, live, done, killed]) == {KILLED: 2, Status.RUNNING: 1, Status.COMPLETED: 1}
