@@ -123,9 +123,9 @@ def folder_owned(overrides: list[str], multirun: bool) -> str | None:
 def hydra_flags(argv: list[str]):
     """The command line as Hydra reads it (its own parser): flags such as -m, --cfg job, --info,
     and the overrides, told apart (the `job` of `--cfg job` is not an override)."""
-    from hydra._internal.utils import get_args_parser
+    from attnexp.compat.hydra import args_parser
 
-    return get_args_parser().parse_args(argv)
+    return args_parser().parse_args(argv)
 
 
 def sweep_arguments(argv: list[str], overrides: list[str]) -> tuple[list[str], Path]:

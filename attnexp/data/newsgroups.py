@@ -14,6 +14,7 @@ from pathlib import Path
 import datasets
 from datasets import ClassLabel, DatasetDict
 
+from attnexp.compat.datasets import fingerprint
 from attnexp.config import ConfigError, hub_offline
 from attnexp.data.base import TokenDataModule
 from attnexp.data.encoder import TextEncoder
@@ -78,7 +79,9 @@ def check_labels(labels: list, path: str) -> None:
 def clean(batch: dict, remove: tuple[str, ...]) -> dict:
     """sklearn's own header/footer/quote strippers, so `remove` means exactly what sklearn's does."""
     try:
-        from sklearn.datasets._twenty_newsgroups import strip_newsgroup_footer, strip_newsgroup_header, strip_newsgroup_quoting
+        from attnexp.compat.sklearn import newsgroup_strippers
+
+        strip_newsgroup_header, strip_newsgroup_footer, strip_newsgroup_quoting = newsgroup_strippers()
     except ImportError:
         raise ConfigError("data.remove uses scikit-learn's own strippers: pip install 'attnexp[newsgroups]' "
                           "(or scikit-learn)") from None
@@ -181,7 +184,7 @@ class NewsgroupsDataModule(TokenDataModule):
         where = c.path if self.resolve_source() == "local" else c.source if c.source != "auto" else self.resolve_source()
         log.info("data: reading 20 Newsgroups (%s)%s", where, f", removing {', '.join(c.remove)}" if c.remove else "")
         splits = self.prepare_splits()
-        key = {"train_fingerprint": splits["train"]._fingerprint, "model": c.tokenizer_model,
+        key = {"train_fingerprint": fingerprint(splits["train"]), "model": c.tokenizer_model,
                "vocab_size": c.vocab_size, "lowercase": c.lowercase}
         log.info("data: %s", f"tokenizer {c.tokenizer}" if c.tokenizer else
                  f"the {c.tokenizer_model} tokenizer for {len(splits['train'])} training posts (trained once, then cached "

@@ -132,19 +132,19 @@ def unknown_key(key: str, overrides: list[str]) -> str:
 
 def sweep_jobs(overrides: list[str]) -> list[list[str]]:
     """The override list of every job a basic multirun sweep would launch."""
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    from attnexp.compat.hydra import config_loader
+    from attnexp.compat.hydra import sweep_jobs as basic_sweeper_jobs
     from attnexp.launch.compose import register_schemas, search_path
 
     register_schemas()  # imports our sweeper plugin first: Hydra's plugin scan cannot import its dataclasses itself
     # the config loader answers glob(): `-m experiment=glob(*)` lists conf/experiment/ and a user's
     # folder (without it, Hydra's parser says "ConfigLoader is not set")
-    loader = ConfigLoaderImpl(config_search_path=search_path(overrides))
+    loader = config_loader(search_path(overrides))
     parsed = OverridesParser.create(config_loader=loader).parse_overrides(
         [o for o in overrides if not o.startswith("hydra/sweeper")])
-    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+    return basic_sweeper_jobs(parsed)
 
 
 def compose_checked(overrides: list[str], out_dir: str = "unused"):

@@ -54,9 +54,9 @@ def search_entries(override: str) -> list[str]:
 
 def search_path(overrides: list[str]):
     """attnexp's conf/ and the folders of any `hydra.searchpath` override, as Hydra searches them."""
-    from hydra._internal.utils import create_config_search_path
+    from attnexp.compat.hydra import config_search_path
 
-    path = create_config_search_path(str(conf_dir()))
+    path = config_search_path(str(conf_dir()))
     for o in overrides:
         if o.startswith("hydra.searchpath="):
             for entry in search_entries(o):

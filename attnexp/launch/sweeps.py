@@ -104,16 +104,6 @@ def quiet_sacct() -> None:
         for h in list(lg.handlers):  # Hydra's root handler prints (and logs) it: not twice
             lg.removeHandler(h)
         lg.propagate = True
-    watcher = SlurmJob.watcher
-    if getattr(watcher, "_attnexp_quiet", False):
-        return
-    make = watcher._make_command
+    from attnexp.compat.submitit import quiet_sacct
 
-    def command():
-        cmd = make()
-        if cmd is None or not watcher.num_calls:
-            return cmd
-        return ["sh", "-c", '"$@" 2>/dev/null', "sh", *cmd]  # the same sacct call, its stderr dropped
-
-    watcher._make_command = command
-    watcher._attnexp_quiet = True
+    quiet_sacct(SlurmJob.watcher)

@@ -12,6 +12,7 @@ import torch
 
 from attnexp.compat.lightning import on_last_batch, request_stop
 from attnexp.compat.optuna import storage as optuna_storage
+from attnexp.compat.optuna import trial_of
 from attnexp.config import TrialRef
 from attnexp.training.stops import Diverged, Pruned, StopSignals
 
@@ -115,9 +116,7 @@ class OptunaPruning(L.Callback):
             pruner = (optuna.pruners.NopPruner() if r.pruner == "none" else
                       optuna.pruners.MedianPruner(n_startup_trials=r.n_startup_trials, n_warmup_steps=r.n_warmup_steps))
             study = optuna.load_study(study_name=r.study_name, storage=optuna_storage(r.storage), pruner=pruner)
-            # Optuna's own workers build a Trial this way for a trial another process asked for.
-            trial_id = study._storage.get_trial_id_from_study_id_trial_number(study._study_id, self.ref.number)
-            self._trial = optuna.trial.Trial(study, trial_id)
+            self._trial = trial_of(study, self.ref.number)
         return self._trial
 
     def on_validation_end(self, trainer, pl_module):

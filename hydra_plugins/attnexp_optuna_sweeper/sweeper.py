@@ -25,7 +25,7 @@ from hydra.core.plugins import Plugins
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
-from attnexp.compat.optuna import JOURNAL
+from attnexp.compat.optuna import JOURNAL, study_storage, trial_ids
 from attnexp.compat.optuna import storage as journal_or_url
 from hydra_plugins.attnexp_optuna_sweeper.storage import SweepError, check_server, check_sqlite, dashboard_command, schema_lock
 
@@ -294,7 +294,7 @@ class Heartbeat:
     (Optuna records it only inside study.optimize; the sweeper asks and tells)."""
 
     def __init__(self, study, trials, interval: int):
-        self.storage, self.ids, self.interval = study._storage, [t._trial_id for t in trials], interval
+        self.storage, self.ids, self.interval = study_storage(study), trial_ids(trials), interval
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.beat, daemon=True, name="optuna-heartbeat")
 

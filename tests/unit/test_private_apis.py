@@ -1,0 +1,89 @@
+"""What attnexp/compat/{hydra,optuna,submitit,sklearn,datasets}.py take from those libraries' private
+parts, checked against the installed versions as tests/unit/test_lightning_private.py checks
+Lightning's: an upgrade that moves one fails here, naming it, before a sweep or a data load does.
+Before, these uses sat in six files outside compat/ with no such check."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+
+def test_hydras_parser_search_path_loader_and_sweep_expansion():
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from attnexp.compat import hydra as h
+    from attnexp.launch.compose import conf_dir, register_schemas
+
+    register_schemas()  # as sweep_jobs does: Hydra's plugin scan cannot import attnexp's sweeper dataclasses itself
+    flags = h.args_parser().parse_args(["-m", "--cfg", "job", "seed=1,2"])
+    assert flags.multirun and flags.cfg == "job" and flags.overrides == ["seed=1,2"]
+    path = h.config_search_path(str(conf_dir()))
+    assert any(str(conf_dir()) in e.path for e in path.get_path())
+    loader = h.config_loader(path)
+    parsed = OverridesParser.create(config_loader=loader).parse_overrides(["seed=1,2", "model.n_layers=1,2"])
+    assert sorted(map(tuple, h.sweep_jobs(parsed))) == sorted(
+        [("seed=1", "model.n_layers=1"), ("seed=1", "model.n_layers=2"), ("seed=2", "model.n_layers=1"),
+         ("seed=2", "model.n_layers=2")])
+
+
+def test_optunas_study_storage_and_trial_ids(tmp_path):
+    optuna = pytest.importorskip("optuna", reason="needs Optuna (pip install -e '.[sweep]')")
+    from attnexp.compat import optuna as o
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}", study_name="s")
+    asked = [study.ask(), study.ask()]
+    ids = o.trial_ids(asked)
+    storage = o.study_storage(study)
+    assert [storage.get_trial(i).number for i in ids] == [0, 1]
+    again = o.trial_of(optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 's.db'}"), 1)
+    again.report(0.5, step=0)  # the job's pruning callback reports through it
+    assert storage.get_trial(ids[1]).intermediate_values == {0: 0.5}
+
+
+def test_submitits_slurm_watcher_command_is_what_quiet_sacct_wraps():
+    pytest.importorskip("submitit", reason="needs submitit (pip install -e '.[cluster]')")
+    from submitit.slurm.slurm import SlurmInfoWatcher
+
+    from attnexp.compat.submitit import quiet_sacct
+
+    watcher = SlurmInfoWatcher(delay_s=60)
+    assert callable(watcher._make_command) and hasattr(watcher, "num_calls"), "SlurmInfoWatcher changed"
+    watcher._registered = {"1"}
+    first = watcher._make_command()
+    quiet_sacct(watcher)
+    watcher._num_calls = 1  # num_calls is a read-only property over it
+    assert first[0] == "sacct" and watcher._make_command() == ["sh", "-c", '"$@" 2>/dev/null', "sh", *first]
+
+
+def test_sklearns_newsgroup_strippers():
+    pytest.importorskip("sklearn", reason="needs scikit-learn (pip install -e '.[newsgroups]')")
+    from attnexp.compat.sklearn import newsgroup_strippers
+
+    header, footer, quoting = newsgroup_strippers()
+    post = "From: a@b.c\nSubject: x\n\n> quoted\nbody\n--\nsig"
+    assert "From:" not in header(post) and "> quoted" not in quoting(post) and "sig" not in footer(post)
+
+
+def test_datasets_fingerprint_follows_the_contents():
+    import datasets
+
+    from attnexp.compat.datasets import fingerprint
+
+    a = datasets.Dataset.from_dict({"text": ["x", "y"]})
+    assert isinstance(fingerprint(a), str) and fingerprint(a) != fingerprint(a.map(lambda r: {"text": r["text"] + "!"}))
+    assert "_fingerprint" in inspect.getsource(datasets.Dataset.__init__)
+
+
+def test_no_private_part_of_these_libraries_is_used_outside_compat():
+    import re
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    private = re.compile(r"hydra\._internal|\._storage\b|\._trial_id\b|\._study_id\b|_make_command|_twenty_newsgroups"
+                         r"|\._fingerprint\b")
+    found = [f"{p.relative_to(repo)}:{i}" for root in ("attnexp", "hydra_plugins") for p in (repo / root).rglob("*.py")
+             if "compat" not in p.parts for i, line in enumerate(p.read_text().splitlines(), 1) if private.search(line)]
+    assert found == [], f"private library parts used outside attnexp/compat/: {found}"
