@@ -197,3 +197,21 @@ def test_the_newsgroups_baseline_and_sender_figures_quoted_are_the_result_files(
     assert f"**{raw:.1f}%** and **{clean:.1f}%**" in page
     assert f"**{leak['share_decided'] * 100:.1f}%** of the test set" in page
     assert "86.1" not in page and "44%" not in page
+
+
+def test_the_induction_preset_figures_quoted_are_the_ablation_file():
+    """docs/maps.md's account of what the induction preset's models use is the result file's."""
+    import json
+
+    rows = json.loads((REPO / "scripts" / "results" / "induction_preset_cpu.json").read_text())["results"]
+    page = " ".join((REPO / "docs" / "maps.md").read_text().split())
+    preset = [r for r in rows if r["arm"].startswith("preset")]
+    rotary = [r for r in rows if r["arm"].startswith("rotary")]
+    assert max(r["L0 silenced"] for r in rows) <= 0.07 and "to 0.00–0.07 in every seed" in page
+    assert sorted(r["L1 silenced"] for r in preset) == [0.356, 0.907, 0.912] and "leaves 0.91 in two of three" in page
+    lo, hi = min(r["follows earliest unrepeated"] for r in rotary), max(r["follows earliest unrepeated"] for r in rotary)
+    assert (round(lo, 2), round(hi, 2)) == (0.70, 0.85) and "gives 0.70–0.85 of the predictions" in page
+    ind = [r["follows induction"] for r in rotary]
+    assert (round(min(ind), 2), round(max(ind), 2)) == (0.07, 0.15) and "induction 0.07–0.15" in page
+    shown = ", ".join(f"{r['follows induction']:.2f}" for r in preset)
+    assert shown == "0.60, 0.20, 0.44" and f"induction {shown}" in page
