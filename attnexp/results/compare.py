@@ -21,7 +21,6 @@ from attnexp.results.significance import t_quantile, welch_p
 from attnexp.results.summary import KILLED, Status
 
 IGNORED = ("seed", "resume")  # settings that do not make a run another experiment
-RUN_METRICS = ("best", "time", "tokens/s", "memory MB")
 
 
 class CompareError(ValueError):
