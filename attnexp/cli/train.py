@@ -105,7 +105,8 @@ def run_folder(overrides: list[str], multirun: bool) -> tuple[Path, str]:
     except Exception:  # noqa: BLE001 - a sweep whose fixed part does not compose alone: Hydra says so itself
         from attnexp.launch.compose import default_paths
 
-        return Path(str(default_paths()[which])), f"paths.{which}"
+        said = [o.split("=", 1)[1] for o in overrides if o.lstrip("+").startswith(f"paths.{which}=")]
+        return Path(said[-1] if said else str(default_paths()[which])), f"paths.{which}"
 
 
 def folder_owned(overrides: list[str], multirun: bool) -> str | None:

@@ -84,3 +84,5 @@ def test_a_sweep_goes_under_the_experiments_sweep_dir(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert sweep_dir(with_config_dir(["experiment=mine", "seed=0,1"], "myconf")) == "my_sweeps"
     assert sweep_dir(["seed=0,1"]) == "multirun" and sweep_dir(["paths.sweep_dir=elsewhere", "seed=0,1"]) == "elsewhere"
+    # a command whose fixed part does not compose (Hydra then says why itself): the command line's folder still
+    assert sweep_dir(["paths.sweep_dir=there", "attention=nope", "seed=0,1"]) == "there"
