@@ -309,6 +309,8 @@ def formations(t: Timeline, penalty: float | None = None) -> list[Formation]:
         for layer in range(t.layers):
             for head in range(t.heads):
                 x = curve[:, layer, head]
+                if not (np.nanmax(x, initial=-np.inf) >= threshold and np.ptp(x) >= MIN_RISE):
+                    continue  # no segment can reach the threshold, or rise by MIN_RISE: PELT cannot find one
                 segs = _segments(x, breakpoints(x, penalty))
                 j = next((j for j, (_, _, mean) in enumerate(segs) if mean >= threshold), None)
                 if not j:  # never reached, or reached from the first reading on (nothing formed)
