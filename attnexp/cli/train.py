@@ -49,7 +49,8 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
         if problem:
             print(f"attnexp: config error: {problem}", file=sys.stderr)
             return EXIT[Status.CONFIG_ERROR]
-    problem = unwritable(*run_folder(overrides, multirun))
+    folder, key = run_folder(overrides, multirun)  # composed once: the writable check and the sweep's folder
+    problem = unwritable(folder, key)
     if problem:
         print(f"attnexp: {problem}", file=sys.stderr)
         return EXIT[Status.FAILED]
@@ -62,7 +63,7 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
     os.environ["ATTNEXP_SUBCOMMAND"] = "train"
     sweep_root = None
     if multirun:
-        argv, sweep_root = sweep_arguments(argv, overrides)
+        argv, sweep_root = sweep_arguments(argv, overrides, folder)
     sys.argv = ["attnexp train", *argv]
     if multirun:
         from attnexp.launch.sweeps import quiet_sacct
@@ -129,22 +130,17 @@ def hydra_flags(argv: list[str]):
     return args_parser().parse_args(argv)
 
 
-def sweep_arguments(argv: list[str], overrides: list[str]) -> tuple[list[str], Path]:
+def sweep_arguments(argv: list[str], overrides: list[str], folder: Path) -> tuple[list[str], Path]:
     """The multirun's command line with what its jobs need (attnexp.launch.sweeps), and its folder,
-    named here rather than by Hydra so this process knows it when the jobs ran elsewhere (submitit)."""
+    named here rather than by Hydra so this process knows it when the jobs ran elsewhere (submitit).
+    `folder`: run_folder's composed paths.sweep_dir (an experiment's or local/'s included), used when
+    no hydra.sweep.dir is given."""
     from attnexp.launch.sweeps import job_overrides
 
     argv = [*argv, *job_overrides(overrides)]
     given = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.sweep.dir=")]
-    root = Path(given[0] if given else f"{sweep_dir(overrides)}/{datetime.now():%Y-%m-%d/%H-%M-%S}").resolve()
+    root = Path(given[0] if given else f"{folder}/{datetime.now():%Y-%m-%d/%H-%M-%S}").resolve()
     return (argv if given else [*argv, f"hydra.sweep.dir={root}"]), root
-
-
-def sweep_dir(overrides: list[str]) -> str:
-    """paths.sweep_dir as the composed config has it: the command line's, an experiment's, local/'s or
-    paths/default.yaml's (before, this read the yaml as text and missed an experiment's and local/'s)."""
-    folder, _ = run_folder([o for o in overrides if not o.startswith("hydra.sweep.dir=")], multirun=True)
-    return str(folder)
 
 
 def hydra_task(overrides: list[str], multirun: bool, started: float | None):

@@ -74,10 +74,13 @@ def test_no_dotenv_changes_nothing(tmp_path, monkeypatch):
 
 
 def test_a_sweep_goes_under_the_experiments_sweep_dir(tmp_path, monkeypatch):
-    """The sweep's folder is named before Hydra runs (cli/train.py sweep_dir); before, it read
+    """The sweep's folder is named before Hydra runs (cli/train.py run_folder); before, it read
     paths/default.yaml as text and put an experiment's sweep under multirun/ all the same."""
-    from attnexp.cli.train import sweep_dir
+    from attnexp.cli.train import run_folder
     from attnexp.launch.compose import with_config_dir
+
+    def sweep_dir(overrides):  # what the sweep's folder is made under: train_cli passes it to sweep_arguments
+        return str(run_folder(overrides, multirun=True)[0])
 
     (tmp_path / "myconf" / "experiment").mkdir(parents=True)
     (tmp_path / "myconf" / "experiment" / "mine.yaml").write_text("# @package _global_\npaths:\n  sweep_dir: my_sweeps\n")
