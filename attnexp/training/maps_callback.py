@@ -121,13 +121,18 @@ class AttentionMaps(L.Callback):
         grids, pictures = snapshot.save(self.dir, snapshot.stem(snapshot.START), w, self.probe, per_head,
                                         "start (before training)", self.cfg, analysis=a, epoch=snapshot.START, step=0)
         self._add_to_viewer(snapshot.START, w, a, per_head)
+        self._pictured(trainer, grids, pictures, 0)  # step 0: each dashboard's image slider starts where the viewer does
+
+    def _pictured(self, trainer, grids: list, pictures: dict, step: int) -> None:
+        """A snapshot's pictures: each example's grid a frame of its GIF; grids and head pictures to the
+        loggers at `step` (the start's and every epoch's alike)."""
         for b, (img, png) in enumerate(grids):
             if self.cfg.animation:
                 self.frames.setdefault(b, []).append(img)
-            if self.cfg.images_to_logger:  # step 0: each dashboard's image slider starts where the viewer does
-                log_image(trainer.loggers, f"attention_maps/example{b}", img, png, 0)
+            if self.cfg.images_to_logger:
+                log_image(trainer.loggers, f"attention_maps/example{b}", img, png, step)
         for name, (img, png) in pictures.items() if self.cfg.images_to_logger else ():
-            log_image(trainer.loggers, f"head_{name}", img, png, 0)
+            log_image(trainer.loggers, f"head_{name}", img, png, step)
 
     # --- the timeline: light readings on the step schedule ------------------------------------------
 
@@ -221,13 +226,7 @@ class AttentionMaps(L.Callback):
                                         self.cfg, analysis=a, epoch=epoch, step=step)
         self._add_to_viewer(epoch, w, a, s)
         self._last = w
-        for b, (img, png) in enumerate(grids):
-            if self.cfg.animation:
-                self.frames.setdefault(b, []).append(img)
-            if self.cfg.images_to_logger:
-                log_image(trainer.loggers, f"attention_maps/example{b}", img, png, logger_step(trainer))
-        for name, (img, png) in pictures.items() if self.cfg.images_to_logger else ():
-            log_image(trainer.loggers, f"head_{name}", img, png, logger_step(trainer))
+        self._pictured(trainer, grids, pictures, logger_step(trainer))
         if self._writer is not None and self.cfg.images_to_logger:  # the timeline so far, one picture an epoch
             drawn = self.timeline_picture()
             if drawn is not None:
