@@ -39,29 +39,25 @@ def write_results(out: Path | str, stem: str, meta: dict, results: list[dict], t
     return table
 
 
-def screenshot(url: str, out: Path, size: str, wait_ms: int = 10000) -> None:
-    """A headless-Chromium picture of `url`, after `wait_ms` of virtual time for pages that draw
-    asynchronously."""
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        raise SystemExit("the screenshots need Debian's chromium (apt-get install chromium)")
+def chromium(args: list[str], size: str, wait_ms: int, text: bool = False) -> subprocess.CompletedProcess:
+    """Headless Chromium on `args` (a URL and --screenshot=PATH or --dump-dom) in a fresh profile, after
+    `wait_ms` of virtual time for pages that draw asynchronously."""
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    if binary is None:
+        raise SystemExit("this needs Debian's chromium (apt-get install chromium)")
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
              f"--window-size={size}", f"--virtual-time-budget={wait_ms}"]
     with tempfile.TemporaryDirectory() as profile:
-        subprocess.run([chromium, *flags, f"--user-data-dir={profile}", f"--screenshot={out}", url], check=True,
-                       capture_output=True, timeout=180)
+        return subprocess.run([binary, *flags, f"--user-data-dir={profile}", *args], check=True, capture_output=True,
+                              text=text, timeout=180)
+
+
+def screenshot(url: str, out: Path, size: str, wait_ms: int = 10000) -> None:
+    """A headless-Chromium picture of `url`."""
+    chromium([f"--screenshot={out}", url], size, wait_ms)
 
 
 def page_dom(url: str, wait_ms: int = 10000) -> str:
-    """The DOM of `url` in headless Chromium after `wait_ms` of virtual time: what a page that draws
-    itself with scripts (MLflow's, TensorBoard's) shows once drawn."""
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        raise SystemExit("reading a page needs Debian's chromium (apt-get install chromium)")
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--window-size=1600,1000", f"--virtual-time-budget={wait_ms}"]
-    with tempfile.TemporaryDirectory() as profile:
-        return subprocess.run([chromium, *flags, f"--user-data-dir={profile}", "--dump-dom", url], check=True,
-                              capture_output=True, text=True, timeout=180).stdout
+    """The DOM of `url` once its scripts have drawn it (MLflow's, TensorBoard's pages)."""
+    return chromium(["--dump-dom", url], "1600,1000", wait_ms, text=True).stdout

@@ -155,9 +155,9 @@ def defaults() -> dict[str, str | None]:
     return out
 
 
-def group_options(group: str) -> list[str]:
+def group_options(group: str, first: str | None) -> list[str]:
     """The options of a group as conf/ holds them (hydra/launcher's are the plugin's, in conf/hydra/launcher);
-    the default first, then the rest by name."""
+    the default (`first`) first, then the rest by name."""
     notes, _ = GROUPS[group]
     found = sorted(p.stem for p in (CONF / group).glob("*.yaml"))
     if group == "hydra/launcher":
@@ -167,7 +167,6 @@ def group_options(group: str) -> list[str]:
     stale = sorted(set(notes) - set(found))
     if stale:
         raise ValueError(f"scripts/docs/config_page.py: GROUPS[{group!r}] notes options conf/{group} does not hold: {stale}")
-    first = defaults().get(group)
     return sorted(found, key=lambda o: (o != first, o))
 
 
@@ -176,7 +175,7 @@ def groups_table() -> str:
     given = defaults()
     for group, (notes, picks) in GROUPS.items():
         shown = []
-        for o in group_options(group):
+        for o in group_options(group, given.get(group)):
             extra = [x for x in ("default" if given.get(group) == o else "", notes.get(o, "")) if x]
             if group == "local":
                 extra = ["optional"]
