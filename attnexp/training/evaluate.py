@@ -75,7 +75,7 @@ def evaluate(ckpt_path: str | Path, split: str | None = None, overrides: list[st
     module.load_state_dict(ckpt["state_dict"])
     module.stage_prefix["test"] = split
     dm.eval_split = split
-    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+    trainer = L.Trainer(accelerator="auto", devices=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False)
     metrics = (trainer.test(module, datamodule=dm, verbose=False) or [{}])[0]
     existed = bool(out) and Path(out).is_dir()

@@ -117,11 +117,12 @@ def row(name: str, backend: str, T: int, Dh: int, causal: bool, device, dtype, b
 
 def grid(args, device) -> list[tuple]:
     if args.smoke:
-        return [("mha", b, 64, 16, c) for b in ("eager", "sdpa") for c in (True, False)] + \
-               [("alibi", "sdpa", 64, 16, True)]
+        return [r for r in [("mha", b, 64, 16, c) for b in ("eager", "sdpa") for c in (True, False)] +
+                [("alibi", "sdpa", 64, 16, True)] if r[1] in (args.backends or (r[1],))]
     lengths = [128, 256, 512, 1024] if device.type == "cpu" else [128, 512, 1024, 2048, 4096, 8192]
     dims = [64] if device.type == "cpu" else [64, 128]
     backends = ("eager", "sdpa") if device.type == "cpu" else ("eager", "sdpa", "flex")
+    backends = [b for b in backends if b in (args.backends or backends)]
     out = []
     for name, cls in attention.registered().items():
         if not cls.softmax or "sdpa" not in cls.backends or name in ("torch_mha", "multi_head_list", "single_head",
@@ -134,6 +135,8 @@ def grid(args, device) -> list[tuple]:
                 for Dh in dims:
                     for causal in (True, False):
                         out.append((name, b, T, Dh, causal))
+    if args.backends:  # a part of the grid in a short window: every variant at T=1024, head dim 64, causal first
+        out.sort(key=lambda r: (r[2] != 1024, r[3] != 64, not r[4]))
     return out
 
 
@@ -144,6 +147,9 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=240, help="stop adding rows after this long")
     ap.add_argument("--tokens", type=int, default=None, help="batch x T per row (default: 32768 on CUDA, 4096 on CPU)")
     ap.add_argument("--repeats", type=int, default=None, help="timed repeats per row (default: 5 on CUDA, 3 on CPU)")
+    ap.add_argument("--backends", type=lambda v: v.split(","), default=None,
+                    help="comma list of eager, sdpa, flex (default: every one the device runs)")
+    ap.add_argument("--tag", default="", help="suffix for the result files, e.g. _flex")
     ap.add_argument("--out", default=str(REPO / "scripts" / "results"))
     args = ap.parse_args()
     device = torch.device(args.device)
@@ -173,7 +179,7 @@ def main() -> None:
     cols = ["variant", "backend", "mask", "T", "head_dim", "batch", "ours_ms", "bare_ms", "ours_vs_bare", "ours_tflops",
             "ours_peak_share", "ours_peak_mb"]
     cols = [c for c in cols if any(c in r for r in rows)]
-    stem = f"kernels_{device.type}" + ("_smoke" if args.smoke else "")
+    stem = f"kernels_{device.type}{args.tag}" + ("_smoke" if args.smoke else "")
     table = write_results(args.out, stem, meta, rows, f"Attention kernels on {meta['device']}", cols)
     print(f"\n{meta['device']} · torch {meta['torch']} · {meta['dtype']} · fwd+bwd, median of {args.repeats}\n{table}")
 

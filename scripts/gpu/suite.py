@@ -14,9 +14,9 @@
   5. newsgroups  scripts/studies/newsgroups.py: the preset and larger settings, raw and cleaned posts,
                  against TF-IDF + linear SVM (read from
                  scripts/results/newsgroups_baseline.json, which `--baseline-only` computes on the CPU)
-  6. finetune    scripts/studies/newsgroups.py --experiment=newsgroups_bert: a real pretrained encoder
-                 (--pretrained, default ../shared/models/all-MiniLM-L6-v2) fine-tuned on 20 Newsgroups
-                 at its full length (512 tokens), beside the from-scratch figures
+  6. finetune    scripts/studies/finetune.py --choose: a real pretrained encoder (--pretrained, default
+                 ../shared/models/all-MiniLM-L6-v2) fine-tuned on 20 Newsgroups at its full length (512
+                 tokens), three learning rates, the best on validation tested once (raw and cleaned posts)
 
     python scripts/gpu/suite.py                                   # all parts, ~9 minutes on an H100/H200
     python scripts/gpu/suite.py --parts kernels,model             # some of them (two calls, if need be)
@@ -57,8 +57,7 @@ NEWSGROUPS = {  # tag: overrides on top of experiment=newsgroups, tried in this 
     "d384_l6_1024": ["model.d_model=384", "model.n_heads=6", "model.n_layers=6", "data.max_len=1024",
                      "trainer.max_epochs=12", "optim.lr=3e-4", "data.batch_size=64"],
 }
-# The pretrained encoder on 20 Newsgroups: its whole 512-token position table, BERT-style fine-tuning
-FINETUNE = ["data.max_len=512", "data.batch_size=32", "optim.lr=1e-4", "optim.warmup_steps=100", "trainer.max_epochs=4"]
+FINETUNE_RUNS = 4  # the fine-tune's trainings: finetune.py's three candidates, then the chosen one on cleaned posts
 # the SVM baseline as --baseline-only computed it on the CPU (same posts): fitting it again costs ~1 min a setting
 BASELINE = f"--baseline-from={REPO / 'scripts' / 'results' / 'newsgroups_baseline.json'}"
 PRETRAINED = REPO.parent / "shared" / "models" / "all-MiniLM-L6-v2"
@@ -92,7 +91,9 @@ def arguments() -> tuple[argparse.Namespace, list[str], Path]:
     ap.add_argument("--newsgroups-tags", default=",".join(NEWSGROUPS), help=f"from-scratch settings: {', '.join(NEWSGROUPS)}")
     ap.add_argument("--newsgroups-settings", default="raw,clean", help="raw, clean or both (newsgroups and finetune)")
     ap.add_argument("--pretrained", default=str(PRETRAINED), help="a BERT-family folder for the finetune part")
-    ap.add_argument("--finetune-minutes", type=float, default=3.0, help="the fine-tune's training time limit per setting")
+    ap.add_argument("--finetune-minutes", type=float, default=1.5, help="the fine-tune's training time limit per run")
+    ap.add_argument("--kernels-backends", default=None, help="the kernel grid's rows on these backends only, e.g. flex")
+    ap.add_argument("--kernels-budget-s", type=int, default=150, help="the kernel grid stops adding rows after this long")
     ap.add_argument("--overhead-arms", default="plain,bare,lean,default", help="the overhead part's arms")
     ap.add_argument("--cuda-tests-k", default=None, help="pytest -k for the cuda-tests part (default: all of them)")
     args = ap.parse_args()
@@ -126,8 +127,11 @@ def commands(args, out: Path, pretrained: Path) -> dict[str, list[tuple[str, lis
         "cuda-tests": [("cuda-tests", [py, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider", "--durations=10",
                                        *(["-k", "flex_gradients and mha"] if s else ["-k", args.cuda_tests_k] if args.cuda_tests_k
                                          else [])], 90 if s else 150, "cuda-tests.log")],
-        "kernels": [("kernels", [py, "scripts/bench/kernels.py", f"--out={out}", *(["--smoke"] if s else ["--budget-s=150"])],
-                     120 if s else 200, "kernels.log")],
+        "kernels": [("kernels", [py, "scripts/bench/kernels.py", f"--out={out}", *(["--smoke"] if s else
+                                 [f"--budget-s={args.kernels_budget_s}"]),
+                                 *([f"--backends={args.kernels_backends}", f"--tag=_{args.kernels_backends.replace(',', '_')}"]
+                                   if args.kernels_backends else [])],
+                     120 if s else args.kernels_budget_s + 60, "kernels.log")],
         "model": [("model", [py, "scripts/bench/model.py", f"--out={out}", *(["--smoke"] if s else ["--sizes=gpt2-small"])],
                    120 if s else 150, "model.log")],
         # the four arms (plain loop, bare LightningModule, attnexp lean and default), interleaved: 3 repeats on a
@@ -141,11 +145,11 @@ def commands(args, out: Path, pretrained: Path) -> dict[str, list[tuple[str, lis
                                               *(tiny if s else NEWSGROUPS[tag])],
                         180 if s else 60 * n_settings * (args.newsgroups_minutes + 1.5), f"newsgroups_{tag}.log")
                        for tag in (["preset"] if s else args.newsgroups_tags.split(","))],
-        "finetune": [("finetune", [*newsgroups, "--tag=_finetune", "--experiment=newsgroups_bert",
-                                   f"--minutes={0.5 if s else args.finetune_minutes}", f"model.init=hf:{pretrained}",
-                                   *(["data.limit=64", "data.max_len=64", "data.batch_size=16", "trainer.max_epochs=1"]
-                                     if s else FINETUNE)],
-                      180 if s else 60 * n_settings * (args.finetune_minutes + 2.5), "finetune.log")],
+        # scripts/studies/finetune.py's GRID on raw posts, the best on validation tested once, then on cleaned posts
+        "finetune": [("finetune", [py, "scripts/studies/finetune.py", "--choose", f"--out={out}", f"--model={pretrained}",
+                                   f"--minutes={0.5 if s else args.finetune_minutes}", *(["--smoke"] if s else []),
+                                   *([f"--data={Path(args.newsgroups_path).resolve()}"] if args.newsgroups_path else [])],
+                      240 if s else 60 * (FINETUNE_RUNS * args.finetune_minutes + 2.5), "finetune.log")],
     }
 
 
@@ -190,8 +194,8 @@ def write_summary(out: Path, meta: dict) -> None:
              "", markdown_table([[f"{name} {tag}".strip(), rr["status"], rr["seconds"]] for name, r in meta["parts"].items()
                                  for tag, rr in (r.items() if name == "newsgroups" else [("", r)])],
                                 ["part", "outcome", "seconds"])]
-    lines += ["", "Figures: kernels_*.md, model_*.md, framework_overhead_*.json, newsgroups_*.md (newsgroups_*_finetune.md: "
-              "the pretrained encoder) in this folder."]
+    lines += ["", "Figures: kernels_*.md, model_*.md, framework_overhead_*.json, newsgroups_*.md, finetune_choice_*.md "
+              "(the pretrained encoder) in this folder."]
     (out / "suite.md").write_text("\n".join(lines) + "\n")
 
 

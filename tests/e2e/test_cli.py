@@ -144,6 +144,23 @@ def test_eval_reproduces_the_runs_own_best_metrics_on_the_same_split(causal_run,
     assert capsys.readouterr().out.count("completed") == 1
 
 
+def test_eval_runs_on_the_device_training_would_use(causal_run, monkeypatch):
+    """`attnexp eval` on a GPU machine scored 7,532 test posts on its CPU (accelerator="cpu"): it
+    takes Lightning's choice as `train` does (the real Trainer, its arguments recorded)."""
+    import lightning
+
+    made, real = [], lightning.Trainer
+
+    def recording(*args, **kwargs):
+        made.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lightning, "Trainer", recording)
+    run, s = causal_run
+    assert main(["eval", f"ckpt={s['metrics']['best']['checkpoint']}", "split=val", f"out={run / 'eval_device'}"]) == 0
+    assert [k.get("accelerator") for k in made] == ["auto"]
+
+
 @pytest.mark.parametrize("args,needle", [
     (["split=test"], "split=test: data=toy has no test split (it has train, val); give split=val"),
     (["split=val", "data.n_sentences=100"], "these data settings give another tokenizer than the one it was trained with"),
