@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Wheels of what the lent GPU machines' image lacks for the GPU suite (it has torch, lightning,
-# torchmetrics, tokenizers, tensorboard, pandas, pyarrow; no network there): Hydra and its
+# torchmetrics, tokenizers, tensorboard, pandas, pyarrow; no network there): python-dotenv (the CLI reads .env), Hydra and its
 # OmegaConf/ANTLR, `datasets` with its dill/multiprocess, and pytest-xdist (pyproject's addopts name
 # --dist, which pytest refuses without it). Run here, where pip reaches PyPI;
 # carry .whl/ (git-ignored) with the call, then on the GPU machine, from the repo root:
@@ -20,7 +20,7 @@ grep -qxF '/.gpu_data/' "$exclude" 2>/dev/null || echo '/.gpu_data/' >> "$exclud
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl \
   hydra-core==1.3.8 omegaconf==2.3.1 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 \
-  pytest-xdist==3.8.0 execnet==2.1.2  # pyproject's addopts name --dist: pytest without xdist refuses it
+  python-dotenv==1.2.4 pytest-xdist==3.8.0 execnet==2.1.2  # pyproject's addopts name --dist: pytest without xdist refuses it
 python3 -m pip wheel -q --no-deps -w .whl antlr4-python3-runtime==4.9.3   # a source release only: pure Python
 cp -r ../shared/data/20newsgroups .gpu_data/ 2>/dev/null || echo "no ../shared/data/20newsgroups here: the 20NG part needs a copy"
 src=../shared/models/all-MiniLM-L6-v2 dst=.gpu_data/all-MiniLM-L6-v2
