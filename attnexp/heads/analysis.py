@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from attnexp.config import MapsConfig
-from attnexp.heads import explain, importance, roles
+from attnexp.heads import explain, importance, quantities, roles
 from attnexp.heads.probe import Probe, attention_maps
 from attnexp.heads.record import Analysis
 
@@ -62,6 +62,19 @@ def induction_input(first_id: int, first_word_id: int, vocab_size: int, max_len:
     if lengths:
         n = min(n, (int(np.median(lengths)) - 1) // 2)
     return roles.induction_probe(first_id, first_word_id, vocab_size, n) if n >= 4 else None
+
+
+def read_heads(model, probe: Probe, w: np.ndarray, pad_id: int, cfg: MapsConfig, ctx: Context,
+               start: np.ndarray | None = None) -> Analysis:
+    """One reading of the heads of `model` on `probe`, whose maps are `w` (L, B, H, T, T): every
+    declared per-head quantity (heads.quantities: the maps' own statistics, drift from `start`
+    where given, the pattern and induction scores, importance) by name as (layers, heads) in
+    `.scores`, with roles, layer importance, rollout / flow and relevance. The snapshot saves it,
+    the viewer shows it, the training callback logs it, `attnexp maps` draws it and the notebook
+    returns it: nothing else merges per-head values."""
+    a = analyse(model, probe, w, pad_id, cfg, ctx)
+    a.scores = {**quantities.measure(quantities.Maps(w, probe.lengths, start, probe.targets)), **a.scores}
+    return a
 
 
 def analyse(model, probe: Probe, w: np.ndarray, pad_id: int, cfg: MapsConfig, ctx: Context) -> Analysis:

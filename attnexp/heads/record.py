@@ -12,7 +12,9 @@ from attnexp.heads import importance
 
 @dataclass
 class Analysis:
-    scores: dict[str, np.ndarray] = field(default_factory=dict)  # (L, H) each: patterns, induction pair, importance
+    # (L, H) each, by name: every declared per-head quantity (heads.quantities), the maps' statistics and
+    # the analysed scores (patterns, induction pair, importance) alike; heads.analysis.read_heads fills it
+    scores: dict[str, np.ndarray] = field(default_factory=dict)
     roles: np.ndarray | None = None  # (L, H) role names (roles.ROLES, or "mixed")
     layer_importance: np.ndarray | None = None  # (L,): the loss change with every head of a layer silenced
     rollout: list[np.ndarray] | None = None  # per example (n, n): output position <- input token, all layers

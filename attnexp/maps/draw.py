@@ -52,18 +52,16 @@ def out_folder(out: str | None, default: Path) -> Path:
 
 def draw(src: Source, out: Path, view: MapsConfig, bertviz: bool = False, pretrained: bool = False) -> Path:
     """The probe set's maps through `src.model`, saved under `out`."""
-    from attnexp.heads import quantities
-    from attnexp.heads.analysis import analyse, context_of
+    from attnexp.heads.analysis import context_of, read_heads
     from attnexp.heads.probe import attention_maps
     from attnexp.maps import snapshot
     from attnexp.maps.html import write_viewer
 
     w = attention_maps(src.model, src.probe, pad_id=src.pad_id)
     title = f"{src.title} (pretrained)" if pretrained else src.title
-    a = analyse(src.model, src.probe, w, src.pad_id, view, context_of(src.model, src.probe, src.first_word_id))
-    per_head = quantities.measure(quantities.Maps(w, src.probe.lengths, targets=src.probe.targets))
-    snapshot.save(out, "maps", w, src.probe, per_head, title, view, analysis=a)
-    write_viewer(out / "viewer.html", [(src.epoch, w, a, per_head)], src.probe.tokens, view.viewer_tokens, title=src.title,
+    a = read_heads(src.model, src.probe, w, src.pad_id, view, context_of(src.model, src.probe, src.first_word_id))
+    snapshot.save(out, "maps", w, src.probe, a, title, view)
+    write_viewer(out / "viewer.html", [(src.epoch, w, a)], src.probe.tokens, view.viewer_tokens, title=src.title,
                  long=view.long, scale=view.scale, class_names=src.class_names)
     if bertviz:
         from attnexp.maps import bertviz_export

@@ -75,13 +75,9 @@ class Viewer:
             labels, note = fit(np.zeros((len(toks), len(toks))), toks, viewer_tokens, long)[1:]
             self.examples.append({"tokens": toks, "labels": labels, "note": note, "m": len(labels)})
 
-    def add(self, epoch: int, w: np.ndarray, analysis: Analysis | None = None, per_head: dict | None = None) -> None:
-        """w: (L, B, H, T, T) weights of one snapshot; analysis: what its heads do (heads.analysis);
-        per_head: its statistics (heads.quantities.measure)."""
-        if analysis is None and not per_head:
-            self.analysis.append(None)
-        else:
-            self.analysis.append(self._analysis(analysis or Analysis(), per_head or {}))
+    def add(self, epoch: int, w: np.ndarray, reading: Analysis | None = None) -> None:
+        """w: (L, B, H, T, T) weights of one snapshot; reading: its heads (heads.analysis.read_heads)."""
+        self.analysis.append(None if reading is None else self._analysis(reading))
         hs, ti, tw, sc = [], [], [], []
         for b, toks in enumerate(self.tokens):
             n = len(toks)
@@ -104,7 +100,7 @@ class Viewer:
         self.top_w.append(pack(np.concatenate(tw)))
         self.spans.append(sc)
 
-    def _analysis(self, a: Analysis, per_head: dict) -> dict:
+    def _analysis(self, a: Analysis) -> dict:
         """The viewer's share of a snapshot's heads: roles and every per-head quantity the viewer
         shows (heads.quantities), rollout / flow pooled like the heat maps (one byte a weight), each
         token's relevance (3 significant digits)."""
@@ -118,7 +114,7 @@ class Viewer:
             return None if x is None else [float(f"{v:.3g}") for v in np.asarray(x, dtype=float).ravel()]
 
         return {"roles": None if a.roles is None else [str(r) for r in np.asarray(a.roles).ravel()],
-                "scores": {k: digits(v) for k, v in quantities.shown("viewer", {**per_head, **a.scores}).items()},
+                "scores": {k: digits(v) for k, v in quantities.shown("viewer", a.scores).items()},
                 "layer_importance": digits(a.layer_importance),
                 "heads_90": a.heads_90, "rollout": pooled(a.rollout), "flow": pooled(a.flow),
                 "relevance": None if a.relevance is None else [
@@ -140,7 +136,7 @@ class Viewer:
 
 def write_viewer(path: Path, history: list[tuple], tokens: list[list[str]], viewer_tokens: int,
                  title: str, long: str = "blocks", scale: str = "row", class_names: list[str] | None = None) -> None:
-    """history: (epoch, maps (L, B, H, T, T)[, Analysis[, per-head statistics]]) per snapshot;
+    """history: (epoch, maps (L, B, H, T, T)[, the reading (heads.analysis.read_heads)]) per snapshot;
     tokens: per example (their real length)."""
     v = Viewer(tokens, viewer_tokens, long, signed=any(is_signed(h[1]) for h in history), class_names=class_names)
     for epoch, w, *a in history:

@@ -132,11 +132,15 @@ class Snapshot:
     its `scores` are the analysed quantities), and, when asked for, the weights (L, B, H, T, T)."""
 
     path: Path
-    per_head: dict[str, np.ndarray] = field(default_factory=dict)
     analysis: Analysis = field(default_factory=Analysis)
     weights: np.ndarray | None = None
     epoch: int | None = None
     step: int | None = None
+
+    @property
+    def per_head(self) -> dict[str, np.ndarray]:
+        """Every per-head quantity it holds, name -> (L, H): the reading's `scores`."""
+        return self.analysis.scores
 
 
 def read(path: Path | str, weights: bool = False) -> Snapshot:
@@ -148,7 +152,7 @@ def read(path: Path | str, weights: bool = False) -> Snapshot:
         per_head.update({m[len(STAT_PREFIX):]: np.asarray(z[m], dtype=float) for m in sorted(found)
                          if m.startswith(STAT_PREFIX) and m[len(STAT_PREFIX):] not in per_head})  # a newer attnexp's
         a = _analysis(z, found, per_head)
-        return Snapshot(Path(path), per_head, a, np.asarray(z["weights"]) if weights and "weights" in found else None,
+        return Snapshot(Path(path), a, np.asarray(z["weights"]) if weights and "weights" in found else None,
                         int(z["epoch"]) if "epoch" in found and z["epoch"].size == 1 else None,
                         int(z["step"]) if "step" in found and z["step"].size == 1 else None)
 
@@ -178,8 +182,7 @@ def analysis_members(a: Analysis) -> dict[str, np.ndarray]:
 def _analysis(z, files: set[str], per_head: dict[str, np.ndarray]) -> Analysis:
     """The Analysis `analysis_members` saved, back: a resumed run's viewer shows its earlier epochs' roles,
     scores, rollout and relevance too."""
-    a = Analysis(scores={k: v for k, v in per_head.items()
-                         if k in quantities.QUANTITIES and quantities.QUANTITIES[k].kind in quantities.ANALYSED})
+    a = Analysis(scores=per_head)
     a.roles = np.asarray(z["roles"], dtype=str) if "roles" in files else None
     a.layer_importance = np.asarray(z["layer_importance"], dtype=float) if "layer_importance" in files else None
     for name in ("rollout", "flow"):
@@ -222,11 +225,11 @@ def head_pictures(a: Analysis, title: str) -> dict[str, tuple]:
     return {name: (img, render.to_png(img)) for name, img in images.items()}
 
 
-def save(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, per_head: dict, title: str,
-         view: MapsConfig, analysis: Analysis | None = None, **meta) -> tuple[list, dict[str, tuple]]:
+def save(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, reading: Analysis, title: str,
+         view: MapsConfig, **meta) -> tuple[list, dict[str, tuple]]:
     """One snapshot of the probe set's maps, the same for the callback (epochNNN) and `attnexp maps`:
     <stem>.npz (weights (L, B, H, T, T) as view.dtype, float16 by default, tokens (B, T) and lengths (B,), each per-head quantity
-    (`per_head` and the analysis's scores) as its member, roles (L, H), rollout_exK / flow_exK (n, n),
+    (the reading's `scores`: heads.analysis.read_heads) as its member, roles (L, H), rollout_exK / flow_exK (n, n),
     relevance_*_exK and `meta`), <stem>_roles.png and <stem>_importance.png (`head_pictures`), and a
     PNG grid per example, <stem>_exK.png, its heads titled with their roles (or their alignment
     score) and a last row of rollout (and flow). Returns (grid, PNG bytes) per example (the
@@ -234,25 +237,24 @@ def save(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, per_head: dict, 
     pictures."""
     from attnexp.maps import render
 
-    a = analysis
-    values = {**per_head, **(a.scores if a else {})}
-    members = {quantities.member(k): v for k, v in values.items()}
+    a = reading
+    members = {quantities.member(k): v for k, v in a.scores.items()}
     T = max(probe.lengths)  # tokens as a (B, T) string array padded with "": no pickled objects, np.load reads it safely
     np.savez_compressed(out_dir / f"{stem}.npz", weights=w.astype(np.dtype(view.dtype)), lengths=np.array(probe.lengths),
                         tokens=np.array([list(t) + [""] * (T - len(t)) for t in probe.tokens], dtype=str),
-                        **members, **(analysis_members(a) if a else {}), **meta)
-    pictures = head_pictures(a, title) if a is not None else {}
+                        **members, **analysis_members(a), **meta)
+    pictures = head_pictures(a, title)
     for name, (_, png) in pictures.items():
         (out_dir / f"{stem}_{name}.png").write_bytes(png)
     grids = []
-    scores = per_head.get("alignment")
+    scores = a.scores.get("alignment")
     note = " · (alignment score)" if scores is not None else ""
     for b, toks in enumerate(probe.tokens):
         panels = [("rollout (every layer)", a.rollout[b] if a.rollout else None),
-                  ("flow (every layer)", a.flow[b] if a.flow else None)] if a else []
+                  ("flow (every layer)", a.flow[b] if a.flow else None)]
         img = render.to_palette(render.grid(w[:, b], toks, f"{title} · example {b}{note}", view.max_tokens,
                                             head_scores=scores, scale=view.scale, long=view.long,
-                                            head_labels=None if a is None else a.roles, extra=panels))
+                                            head_labels=a.roles, extra=panels))
         png = render.to_png(img)
         (out_dir / f"{stem}_ex{b}.png").write_bytes(png)
         grids.append((img, png))

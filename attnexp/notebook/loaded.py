@@ -111,18 +111,24 @@ class Loaded:
         return probe.tokens[0], attention_maps(self.model, probe, self.pad_id)[:, 0]
 
     def analysis(self, text: str, view: MapsConfig | None = None):
-        """What attnexp.heads.analysis finds for `text` (roles and pattern scores per head, rollout,
-        and for a classifier the relevance of each token): an Analysis."""
-        from attnexp.heads.analysis import analyse, context_of
+        """The reading of the heads on `text` (attnexp.heads.analysis.read_heads, as a training run's
+        snapshots and `attnexp maps` take it): every per-head quantity, roles, rollout, and for a
+        classifier the relevance of each token."""
+        return self._reading([text], view or MapsConfig())[1]
+
+    def _reading(self, texts: list[str], view: MapsConfig):
+        """(probe, reading, maps (L, B, H, T, T)) of `texts`."""
+        from attnexp.heads.analysis import context_of, read_heads
         from attnexp.heads.probe import attention_maps
 
-        probe = self.probe([text], say_unknown=False)
+        probe = self.probe(texts, say_unknown=False)
         w = attention_maps(self.model, probe, self.pad_id)
-        return analyse(self.model, probe, w, self.pad_id, view or MapsConfig(), context_of(self.model, probe, self.first_word_id))
+        return probe, read_heads(self.model, probe, w, self.pad_id, view, context_of(self.model, probe, self.first_word_id)), w
 
     def scores(self, text: str) -> dict:
-        """{score name: (layers, heads)}, `roles` (layers, heads), `rollout` (T, T) and, for a
-        classifier, `relevance` (the predicted class and each token's relevance to it)."""
+        """{quantity: (layers, heads)} for every per-head quantity a training run's viewer shows (the
+        maps' statistics, pattern and induction scores), `roles` (layers, heads), `rollout` (T, T)
+        and, for a classifier, `relevance` (the predicted class and each token's relevance to it)."""
         a = self.analysis(text)
         out: dict = dict(a.scores)
         if a.roles is not None:
@@ -137,14 +143,10 @@ class Loaded:
         """attnexp's viewer of `texts` as one self-contained page (no network)."""
         import tempfile
 
-        from attnexp.heads.analysis import analyse, context_of
-        from attnexp.heads.probe import attention_maps
         from attnexp.maps.html import write_viewer
 
         view = view or MapsConfig()
-        probe = self.probe(texts, say_unknown=False)
-        w = attention_maps(self.model, probe, self.pad_id)
-        a = analyse(self.model, probe, w, self.pad_id, view, context_of(self.model, probe, self.first_word_id))
+        probe, a, w = self._reading(texts, view)
         with tempfile.TemporaryDirectory() as d:
             page = Path(d) / "viewer.html"
             write_viewer(page, [(self.epoch, w, a)], probe.tokens, view.viewer_tokens, title=self.name, long=view.long,

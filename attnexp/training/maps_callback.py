@@ -9,6 +9,7 @@ statistics, pictures, viewer) are attnexp.maps's; this is the training-time driv
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -19,11 +20,10 @@ from PIL import Image
 
 from attnexp.compat.lightning import steps_logged
 from attnexp.config import ALIGN_BEST, MapsConfig
-from attnexp.heads import quantities, roles
+from attnexp.heads import quantities
 from attnexp.heads import timeline as tl
-from attnexp.heads.analysis import Analysis, Context, analyse, context_of, pattern_scores
+from attnexp.heads.analysis import Analysis, Context, context_of, read_heads
 from attnexp.heads.probe import Probe, attention_maps, maps_and_token_loss, probe_from
-from attnexp.heads.quantities import Maps
 from attnexp.maps import render, snapshot
 from attnexp.maps.html import Viewer
 from attnexp.maps.view import is_signed
@@ -86,7 +86,7 @@ class AttentionMaps(L.Callback):
         for epoch in self._resumed_epochs:
             npz = self.dir / f"{snapshot.stem(epoch)}.npz"
             if npz.is_file() and (snap := self._read(npz)) is not None:
-                self._add_to_viewer(epoch, snap.weights, snap.analysis, snap.per_head)
+                self._add_to_viewer(epoch, snap.weights, snap.analysis)
             if self.cfg.animation:
                 for b in range(len(self.probe.tokens)):
                     png = self.dir / f"{snapshot.stem(epoch)}_ex{b}.png"
@@ -116,11 +116,10 @@ class AttentionMaps(L.Callback):
         if self._writer is not None:
             self._append_reading(trainer, pl_module, 0, w, token_loss, None)
         self.dir.mkdir(parents=True, exist_ok=True)
-        a = self.analyse(trainer, pl_module, w)
-        per_head = quantities.measure(Maps(w, self.probe.lengths, targets=self.probe.targets))
-        grids, pictures = snapshot.save(self.dir, snapshot.stem(snapshot.START), w, self.probe, per_head,
-                                        "start (before training)", self.cfg, analysis=a, epoch=snapshot.START, step=0)
-        self._add_to_viewer(snapshot.START, w, a, per_head)
+        a = self.reading(trainer, pl_module, w)
+        grids, pictures = snapshot.save(self.dir, snapshot.stem(snapshot.START), w, self.probe, a,
+                                        "start (before training)", self.cfg, epoch=snapshot.START, step=0)
+        self._add_to_viewer(snapshot.START, w, a)
         self._pictured(trainer, grids, pictures, 0)  # step 0: each dashboard's image slider starts where the viewer does
 
     def _pictured(self, trainer, grids: list, pictures: dict, step: int) -> None:
@@ -160,15 +159,17 @@ class AttentionMaps(L.Callback):
                                  None if loss is None else float(loss.detach().float()))
 
     def _append_reading(self, trainer, pl_module, step: int, w: np.ndarray, token_loss, loss: float | None) -> None:
-        values = {**quantities.measure(Maps(w, self.probe.lengths, self._start, self.probe.targets)),
-                  **pattern_scores(pl_module.model, self.probe, w, trainer.datamodule.pad_id, self.context(trainer, pl_module))}
+        light = dataclasses.replace(self.cfg, roles=True, importance=False, rollout=False, flow=False, relevance=False)
+        a = read_heads(pl_module.model, self.probe, w, trainer.datamodule.pad_id, light, self.context(trainer, pl_module),
+                       self._start)  # the light reading: every per-head number and the roles, no pictures
+        values = a.scores
         probe_loss = icl = None
         if token_loss is not None:
             real = np.arange(token_loss.shape[1])[None, :] < (np.asarray(self.probe.lengths) - 1)[:, None]
             probe_loss = float(token_loss[real].mean()) if real.any() else None
             icl = tl.icl_score(token_loss, self.probe.lengths)
         self._writer.append(tl.Reading(step, trainer.current_epoch, values, loss, probe_loss, icl))
-        scalars = {f"timeline/heads_{r}": float(n) for r, n in zip(*np.unique(roles.assign(values), return_counts=True))}
+        scalars = {f"timeline/heads_{r}": float(n) for r, n in zip(*np.unique(a.roles, return_counts=True))}
         if icl is not None:
             scalars["timeline/icl"] = icl
         for lg in trainer.loggers if step else ():  # a few numbers, not a wall of per-head curves
@@ -181,12 +182,10 @@ class AttentionMaps(L.Callback):
         if trainer.is_global_zero:  # one probe pass, on rank 0 (the other ranks hold the same weights)
             w = attention_maps(pl_module.model, self.probe, trainer.datamodule.pad_id)
             log.info("attention maps of epoch %d: %d examples", trainer.current_epoch, len(self.probe.ids))
-            s = quantities.measure(Maps(w, self.probe.lengths, self._start, self.probe.targets))
-            a = self.analyse(trainer, pl_module, w)
-            per_head = {**s, **a.scores}
-            scalars = {**quantities.flat(per_head, per_head=self.cfg.head_scalars), **a.scalars()}
-            if "alignment" in s:
-                scores = s["alignment"]
+            a = self.reading(trainer, pl_module, w)
+            scalars = {**quantities.flat(a.scores, per_head=self.cfg.head_scalars), **a.scalars()}
+            if "alignment" in a.scores:
+                scores = a.scores["alignment"]
                 layer, head = np.unravel_index(scores.argmax(), scores.shape)
                 self.last_alignment = {"best": float(scores.max()), "layer": int(layer), "head": int(head)}
                 best = float(scores.max())
@@ -196,9 +195,9 @@ class AttentionMaps(L.Callback):
             if not self._laid_out:  # how the dashboards group the charts (TensorBoard's Custom Scalars), once
                 log_layout(trainer.loggers, list(scalars))
                 self._laid_out = True
-            for name, values in quantities.shown("histogram", per_head).items():  # one histogram a quantity (no picture)
+            for name, values in quantities.shown("histogram", a.scores).items():  # one histogram a quantity (no picture)
                 log_histogram(trainer.loggers, f"heads/{name}", np.asarray(values, dtype=float).ravel(), logger_step(trainer))
-            self.save(trainer, w, s, a)
+            self.save(trainer, w, a)
         if self.probe.targets:  # every rank logs it, so checkpoint.monitor=align/best works everywhere
             pl_module.log(ALIGN_BEST, trainer.strategy.broadcast(best, src=0), on_epoch=True)
 
@@ -215,23 +214,25 @@ class AttentionMaps(L.Callback):
             self._ctx = context_of(pl_module.model, self.probe, dm.first_word_id, loss_of)
         return self._ctx
 
-    def analyse(self, trainer, pl_module, w: np.ndarray) -> Analysis:
-        return analyse(pl_module.model, self.probe, w, trainer.datamodule.pad_id, self.cfg, self.context(trainer, pl_module))
+    def reading(self, trainer, pl_module, w: np.ndarray) -> Analysis:
+        """The heads' reading (heads.analysis.read), drift measured from the maps before training."""
+        return read_heads(pl_module.model, self.probe, w, trainer.datamodule.pad_id, self.cfg,
+                          self.context(trainer, pl_module), self._start if w is not self._start else None)
 
     @rank_zero_only
-    def save(self, trainer, w: np.ndarray, s: dict, a: Analysis) -> None:
+    def save(self, trainer, w: np.ndarray, a: Analysis) -> None:
         epoch, step = trainer.current_epoch, trainer.global_step
         self.dir.mkdir(parents=True, exist_ok=True)
-        grids, pictures = snapshot.save(self.dir, snapshot.stem(epoch), w, self.probe, s, f"epoch {epoch} (step {step})",
-                                        self.cfg, analysis=a, epoch=epoch, step=step)
-        self._add_to_viewer(epoch, w, a, s)
+        grids, pictures = snapshot.save(self.dir, snapshot.stem(epoch), w, self.probe, a, f"epoch {epoch} (step {step})",
+                                        self.cfg, epoch=epoch, step=step)
+        self._add_to_viewer(epoch, w, a)
         self._last = w
         self._pictured(trainer, grids, pictures, logger_step(trainer))
         if self._writer is not None and self.cfg.images_to_logger:  # the timeline so far, one picture an epoch
             drawn = self.timeline_picture()
             if drawn is not None:
                 log_image(trainer.loggers, "heads_timeline", drawn, render.to_png(drawn), logger_step(trainer))
-        log_stats_table(trainer, quantities.shown("table", {**s, **a.scores}), logger_step(trainer), a.roles)
+        log_stats_table(trainer, quantities.shown("table", a.scores), logger_step(trainer), a.roles)
 
     def on_fit_end(self, trainer, pl_module):
         self.finish(trainer)
@@ -290,14 +291,14 @@ class AttentionMaps(L.Callback):
 
             bertviz_export.write(self.dir, self._last, self.probe)
 
-    def _add_to_viewer(self, epoch: int, w: np.ndarray, a: Analysis | None = None, per_head: dict | None = None) -> None:
+    def _add_to_viewer(self, epoch: int, w: np.ndarray, a: Analysis | None = None) -> None:
         if not self.cfg.html:
             return
         if self.viewer is None:  # signed or not is the variant's, fixed by the first snapshot
             self.viewer = Viewer(self.probe.tokens, self.cfg.viewer_tokens, self.cfg.long, signed=is_signed(w),
                                  class_names=self._class_names)
             self.shape = (w.shape[0], w.shape[2])
-        self.viewer.add(epoch, w, a, per_head)
+        self.viewer.add(epoch, w, a)
 
 
 def logger_step(trainer) -> int:

@@ -121,7 +121,7 @@ def relevance(ckpt: Path, data: Path) -> dict:
     from attnexp.api import maps_source_checkpoint
     from attnexp.config import MapsConfig
     from attnexp.data.newsgroups import NAMES
-    from attnexp.heads.analysis import analyse, context_of
+    from attnexp.heads.analysis import context_of, read_heads
     from attnexp.heads.probe import attention_maps
     from attnexp.maps.html import write_viewer
 
@@ -133,7 +133,7 @@ def relevance(ckpt: Path, data: Path) -> dict:
     src.probe.labels = [label]
     ctx = context_of(src.model, src.probe)
     w = attention_maps(src.model, src.probe, src.pad_id)
-    a = analyse(src.model, src.probe, w, src.pad_id, MapsConfig(roles=True, rollout=True, relevance=True), ctx)
+    a = read_heads(src.model, src.probe, w, src.pad_id, MapsConfig(roles=True, rollout=True, relevance=True), ctx)
     work = Path(tempfile.mkdtemp(prefix="readme-relevance-"))
     write_viewer(work / "viewer.html", [(src.epoch, w, a)], src.probe.tokens, 128, title=f"{ckpt.parent.parent.name}",
                  class_names=list(NAMES))

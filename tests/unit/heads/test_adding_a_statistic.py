@@ -1,6 +1,8 @@
 """A new per-head statistic is one function in a module of its own (heads.quantities): written in a
 temporary module and imported, with no other edit it is logged as scalars and a histogram, saved in
-every snapshot, drawn in the report and shown in the viewer, for every epoch of a resumed run too."""
+every snapshot, drawn in the report and shown in the viewer, for every epoch of a resumed run too, and
+returned by `attnexp maps` and the notebook (`load(ckpt).scores()` / `.show()`), which read the heads
+through the same function (heads.analysis.read_heads)."""
 
 from __future__ import annotations
 
@@ -66,6 +68,17 @@ def test_a_statistic_in_a_module_of_its_own_is_shown_everywhere(throwaway, tmp_p
 
     assert main(["compare", str(tmp_path), f"report={tmp_path / 'report.html'}"]) == 0
     assert "largest share of a row (a test&#x27;s statistic)" in (tmp_path / "report.html").read_text()
+
+    from attnexp.api import load
+
+    last, text = run / "checkpoints" / "last.ckpt", "the dog sees the cat and the cat sees the dog near the big house ."
+    assert main(["maps", f"ckpt={last}", f"text={text}"]) == 0
+    assert snapshot.read(run / "maps" / "custom_last" / "maps.npz").per_head["throwaway_peak"].shape == (2, 4)
+    got = load(last).scores(text)  # the notebook: every number the training viewer shows (it gave 8 of 17)
+    assert got["throwaway_peak"].shape == (2, 4)
+    trained = set(data["analysis"][-1]["scores"])
+    assert trained - set(got) <= {"drift", "importance", "importance_acc"}, trained - set(got)  # start maps, labels
+    assert "throwaway_peak" in viewer_data(load(last).viewer_html([text]))["analysis"][0]["scores"]
 
 
 def test_every_per_head_number_is_declared_once():
