@@ -31,6 +31,16 @@ def stem(epoch: int) -> str:
     return "start" if epoch == START else f"epoch{epoch:03d}"
 
 
+def npz(maps_dir: Path, epoch: int) -> Path:
+    """A training snapshot's file (start.npz, epochNNN.npz)."""
+    return Path(maps_dir) / f"{stem(epoch)}.npz"
+
+
+def example_png(maps_dir: Path, stem_: str, b: int) -> Path:
+    """The grid picture of example `b` of the snapshot `stem_` (<stem>_exK.png)."""
+    return Path(maps_dir) / f"{stem_}_ex{b}.png"
+
+
 def files(maps_dir: Path | str) -> list[Path]:
     """A run's snapshots, oldest first (epochNNN.npz)."""
     d = Path(maps_dir)
@@ -256,6 +266,6 @@ def save(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, reading: Analysi
                                             head_scores=scores, scale=view.scale, long=view.long,
                                             head_labels=a.roles, extra=panels))
         png = render.to_png(img)
-        (out_dir / f"{stem}_ex{b}.png").write_bytes(png)
+        example_png(out_dir, stem, b).write_bytes(png)
         grids.append((img, png))
     return grids, pictures

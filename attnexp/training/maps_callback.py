@@ -73,7 +73,7 @@ class AttentionMaps(L.Callback):
     def on_fit_start(self, trainer, pl_module):
         if self.probe is None:
             return
-        start = self.dir / f"{snapshot.stem(snapshot.START)}.npz"
+        start = snapshot.npz(self.dir, snapshot.START)
         if self.cfg.timeline and trainer.is_global_zero:
             self._writer = tl.Writer(self.dir / tl.FILE)  # its sizes: the maps' own, at the first reading
             self._writer.start(keep_through=self._resume_read if trainer.ckpt_path else None)
@@ -84,12 +84,12 @@ class AttentionMaps(L.Callback):
         elif trainer.is_global_zero:
             self._take_start(trainer, pl_module)
         for epoch in self._resumed_epochs:
-            npz = self.dir / f"{snapshot.stem(epoch)}.npz"
+            npz = snapshot.npz(self.dir, epoch)
             if npz.is_file() and (snap := self._read(npz)) is not None:
                 self._add_to_viewer(epoch, snap.weights, snap.analysis)
             if self.cfg.animation:
                 for b in range(len(self.probe.tokens)):
-                    png = self.dir / f"{snapshot.stem(epoch)}_ex{b}.png"
+                    png = snapshot.example_png(self.dir, snapshot.stem(epoch), b)
                     if png.is_file():
                         self.frames.setdefault(b, []).append(Image.open(png).copy())
         self._resumed_epochs = []
