@@ -10,6 +10,7 @@ from pathlib import Path
 
 from attnexp.config import TaskConfig, check, plugins
 from attnexp.config.data import DataConfig, register
+from attnexp.config.paths import default_cache_dir
 from attnexp.data.text_files import check_text_file
 
 # What a setting may make attnexp generate or train, the same from the command line and from a
@@ -72,7 +73,7 @@ class NewsgroupsDataConfig(DataConfig):
     val_fraction: float = 0.1  # stratified, seeded, carved from train; the bydate test split stays for test
     limit: int | None = None  # use only the first N posts of each split (tests, quick looks)
     bucket: bool = True  # batch posts of similar length together
-    cache_dir: str = "${oc.env:XDG_CACHE_HOME,${oc.env:HOME}/.cache}/attnexp"
+    cache_dir: str = field(default_factory=default_cache_dir)  # conf/data/newsgroups.yaml: ${paths.cache_dir}
 
     def datamodule(self) -> type:
         from attnexp.data.newsgroups import NewsgroupsDataModule

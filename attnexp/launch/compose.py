@@ -5,25 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
-def conf_dir() -> Path:
-    """attnexp's own configs: the copy a wheel ships (attnexp/conf/, copied from the checkout's conf/
-    by setup.py), else conf/ beside the package in a source checkout (an editable install)."""
-    package = Path(__file__).resolve().parents[1]
-    for cand in (package / "conf", package.parent / "conf"):
-        if (cand / "config.yaml").is_file():
-            return cand
-    raise FileNotFoundError(f"attnexp's configs are missing from {package} (no conf/config.yaml inside it or beside it); "
-                            f"reinstall attnexp (pip install --force-reinstall attnexp, or pip install -e . in a checkout)")
-
-
-def default_paths() -> dict:
-    """conf/paths/default.yaml as written (interpolations unresolved): where a command that composes
-    nothing (compare with no folder) or whose composition failed looks for runs and sweeps. The one
-    place the defaults `outputs` and `multirun` are spelled is that yaml."""
-    import yaml
-
-    return yaml.safe_load((conf_dir() / "paths" / "default.yaml").read_text())
+from attnexp.config.paths import conf_dir, default_paths  # noqa: F401 - where callers found them
 
 
 def with_config_dir(overrides: list[str], config_dir: str | None) -> list[str]:

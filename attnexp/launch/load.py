@@ -92,7 +92,8 @@ def model_and_attention(cfg: DictConfig, data, trainer: TrainerConfig):
         check(hasattr(data, "tokenizer"), f"model.init={m.init} needs text tokenized with the checkpoint's tokenizer: "
                                           f"data=newsgroups (e.g. experiment=newsgroups_bert), not data={data.name}")
         if data.tokenizer is None:
-            data = replace(data, tokenizer=pretrained.tokenizer_of(source), lowercase=False)  # its own normalizer lowercases
+            spec = pretrained.tokenizer_of(source, getattr(data, "cache_dir", None))
+            data = replace(data, tokenizer=spec, lowercase=False)  # its own normalizer lowercases
     m.validate()
     from attnexp import attention
     from attnexp.training.device import training_on_cpu

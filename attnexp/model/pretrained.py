@@ -196,20 +196,20 @@ def held_in_folder(folder: Path) -> int | None:
     return total
 
 
-def tokenizer_of(source: str) -> str:
+def tokenizer_of(source: str, cache_dir: str | None = None) -> str:
     """What data.tokenizer should be: the folder's tokenizer.json; for a folder with only a
     WordPiece vocab.txt (older BERT checkpoints), a tokenizer.json that transformers builds from it,
-    kept in attnexp's cache (the folder may be read-only); else the hub name."""
+    kept under `cache_dir` (the run's paths.cache_dir; the folder may be read-only); else the hub name."""
     folder = Path(source)
     if not folder.exists():
         return source
     local = folder / "tokenizer.json"
     if local.exists():
         return str(local)
-    return str(converted_tokenizer(folder))
+    return str(converted_tokenizer(folder, cache_dir))
 
 
-def converted_tokenizer(folder: Path) -> Path:
+def converted_tokenizer(folder: Path, cache_dir: str | None = None) -> Path:
     """The fast tokenizer transformers builds from a checkpoint's slow-tokenizer files (vocab.txt),
     saved once as tokenizer.json in the cache, keyed by the files it was built from."""
     import hashlib
@@ -220,7 +220,9 @@ def converted_tokenizer(folder: Path) -> Path:
         raise ConfigError(f"hf:{folder} has neither tokenizer.json nor vocab.txt; save the tokenizer there with "
                           f"AutoTokenizer.from_pretrained(...).save_pretrained({str(folder)!r})")
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in files)).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attnexp" / "hf-tokenizers"
+    from attnexp.config.paths import default_cache_dir
+
+    cache = Path(cache_dir or default_cache_dir()).expanduser() / "hf-tokenizers"
     path = cache / f"tokenizer-{digest}.json"
     if not path.is_file():
         tr = _transformers()

@@ -229,6 +229,28 @@ def test_a_checkpoint_with_only_a_vocab_txt_loads_its_tokenizer(bert_dir, tmp_pa
     assert list((tmp_path / "cache" / "attnexp" / "hf-tokenizers").glob("tokenizer-*.json"))
 
 
+def test_a_runs_converted_tokenizer_goes_to_its_paths_cache_dir(bert_dir, tmp_path, monkeypatch):
+    """model/pretrained.py kept its own ~/.cache/attnexp default and ignored paths.cache_dir: a run
+    given paths.cache_dir=DIR (a cluster's scratch, a read-only home) still wrote to the home."""
+    import shutil
+    from pathlib import Path
+
+    from tokenizers import Tokenizer
+
+    from attnexp.api import compose, load_run
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home_cache"))
+    old = tmp_path / "old_bert"
+    shutil.copytree(bert_dir, old)
+    vocab = Tokenizer.from_file(str(old / "tokenizer.json")).get_vocab()
+    (old / "vocab.txt").write_text("".join(f"{w}\n" for w, _ in sorted(vocab.items(), key=lambda kv: kv[1])))
+    (old / "tokenizer.json").unlink()
+    run = load_run(compose(["experiment=newsgroups_bert", f"model.init=hf:{old}", "data.max_len=64",
+                            f"paths.cache_dir={tmp_path / 'scratch'}"]))
+    assert Path(run.data.tokenizer).parent == tmp_path / "scratch" / "hf-tokenizers"
+    assert not (tmp_path / "home_cache").exists()
+
+
 # -- a stranger's pretrained folder: data, never code; sizes checked before anything is built ---------
 
 def copy_of(folder, to, **config):
