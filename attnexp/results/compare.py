@@ -159,6 +159,28 @@ def value(s: dict, key: str) -> float | None:
     return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
 
 
+# A run table's per-run cells, formatted once for the terminal (`compare`), its CSV and the HTML report
+RUN_CELLS = {
+    "epochs": lambda s: s.get("epochs", ""),
+    "time": lambda s: f"{s['train_time_s']:.1f}s" if s.get("train_time_s") is not None else "",
+    "tokens/s": lambda s: f"{s['tokens_per_s']:.0f}" if s.get("tokens_per_s") else "",
+    "memory MB": lambda s: f"{peak_mb(s):.0f}" if peak_mb(s) else "",
+    "params": lambda s: (s.get("model") or {}).get("n_params", ""),
+}
+
+
+def metric_cells(s: dict, keys: list[str]) -> dict[str, str]:
+    """The run's test metrics `keys`, 4 decimals ('' where it has none)."""
+    test = (s.get("metrics") or {}).get("test") or {}
+    return {k: f"{test[k]:.4f}" if isinstance(test.get(k), (int, float)) else "" for k in keys}
+
+
+def run_columns(t: Table, *, best: str = "best", tail: tuple[str, ...] = ("params",)) -> list[str]:
+    """A run table's columns: the run, the settings that vary, status, the best value, the test
+    metrics, epochs, time, throughput, then `tail`."""
+    return ["run", *t.varying, "status", best, *t.test_keys, "epochs", "time", "tokens/s", *tail]
+
+
 def rows_of(summaries: list[tuple[Path, dict]]) -> tuple[list[str], list[dict]]:
     """One row a run."""
     t = Table(summaries)
@@ -170,13 +192,7 @@ def rows_of(summaries: list[tuple[Path, dict]]) -> tuple[list[str], list[dict]]:
         row["best"] = f"{best['monitor']}={best['value']:.4f}" if best else ""
         row["_best"] = (best.get("value"), higher_is_better(best.get("monitor", "val/loss"))) if best else None
         row["_kind"] = measured_as(s)
-        for k in t.test_keys:
-            v = (m.get("test") or {}).get(k)
-            row[k] = f"{v:.4f}" if isinstance(v, (int, float)) else ""
-        row["epochs"] = s.get("epochs", "")
-        row["time"] = f"{s['train_time_s']:.1f}s" if s.get("train_time_s") is not None else ""
-        row["tokens/s"] = f"{s['tokens_per_s']:.0f}" if s.get("tokens_per_s") else ""
-        row["params"] = (s.get("model") or {}).get("n_params", "")
+        row.update({**metric_cells(s, t.test_keys), **{c: f(s) for c, f in RUN_CELLS.items()}})
         row["heads formed"] = formed_said(s)
         if s.get("status") not in (None, Status.COMPLETED, Status.RUNNING):
             row["error"] = (s.get("error") or "")[:80]
@@ -185,8 +201,9 @@ def rows_of(summaries: list[tuple[Path, dict]]) -> tuple[list[str], list[dict]]:
     if len(kinds) > 1:  # runs whose numbers mean different things are ranked apart, each group said
         for r in rows:
             r["ranked with"] = r["_kind"]
-    cols = ["run", *t.varying, "status", *(["ranked with"] if len(kinds) > 1 else []), "best", *t.test_keys, "epochs",
-            "time", "tokens/s", "params", *(["heads formed"] if any(r["heads formed"] for r in rows) else [])]
+    cols = run_columns(t, tail=("params", *(["heads formed"] if any(r["heads formed"] for r in rows) else [])))
+    if len(kinds) > 1:
+        cols.insert(cols.index("best"), "ranked with")
     if any("error" in r for r in rows):
         cols.append("error")
     return cols, rows

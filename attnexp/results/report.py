@@ -22,7 +22,7 @@ import numpy as np
 from attnexp.config import higher_is_better
 from attnexp.heads import quantities
 from attnexp.maps import snapshot
-from attnexp.results.compare import Table, peak_mb, status_counts, status_of, value
+from attnexp.results.compare import RUN_CELLS, Table, metric_cells, run_columns, status_counts, status_of, value
 from attnexp.results.summary import Status
 
 CSS = """body { font: 14px system-ui, sans-serif; margin: 24px; color: #222; max-width: 1200px; }
@@ -226,20 +226,16 @@ def file_href(target: Path, base: Path) -> str:
 
 
 def runs_table(t: Table, at: Path) -> str:
-    cols = ["run", *t.varying, "status", "best", *t.test_keys, "epochs", "time", "tokens/s", "memory MB", "maps", "error"]
+    cols = run_columns(t, tail=("memory MB", "maps", "error"))
     rows = []
     for (path, s), st in zip(t.runs, t.sets):
         best = (s.get("metrics") or {}).get("best") or {}
         maps = (s.get("attention_maps") or {}).get("dir")
         viewer = Path(maps) / "viewer.html" if maps else None
         link = f'<a href="{html.escape(file_href(viewer, at.parent))}">viewer</a>' if viewer and viewer.is_file() else ""
-        test = (s.get("metrics") or {}).get("test") or {}
         cells = {"run": html.escape(t.name(path)), **{k: html.escape(st.get(k, "")) for k in t.varying},
                  "status": html.escape(status_of(s)), "best": f"{best['value']:.4f}" if best else "",
-                 **{k: f"{test[k]:.4f}" if isinstance(test.get(k), (int, float)) else "" for k in t.test_keys},
-                 "epochs": s.get("epochs", ""), "time": f"{s['train_time_s']:.1f}s" if s.get("train_time_s") else "",
-                 "tokens/s": f"{s['tokens_per_s']:.0f}" if s.get("tokens_per_s") else "",
-                 "memory MB": f"{peak_mb(s):.0f}" if peak_mb(s) else "", "maps": link,
+                 **metric_cells(s, t.test_keys), **{c: html.escape(str(f(s))) for c, f in RUN_CELLS.items()}, "maps": link,
                  "error": html.escape((s.get("error") or "")[:160]) if s.get("status") != Status.COMPLETED else ""}
         bad = s.get("status") != Status.COMPLETED
         rows.append("<tr>" + "".join(f"<td{' class=bad' if bad and c == 'status' else ''}>{cells[c]}</td>" for c in cols)
