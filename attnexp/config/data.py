@@ -14,6 +14,10 @@ from typing import TYPE_CHECKING, Any
 from attnexp.config.checks import check, from_dict
 from attnexp.config.model import MAX_LEN
 
+# The label of a position no loss is taken on (torch's cross_entropy ignore_index): written by the
+# data's collators, skipped by the model's loss and the training step's token counts
+IGNORE = -100
+
 if TYPE_CHECKING:
     from attnexp.config.training import TaskConfig
 

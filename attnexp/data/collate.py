@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-IGNORE = -100  # label of positions without a target (torch's cross_entropy ignore_index)
+from attnexp.config.data import IGNORE  # label of positions without a target
 
 
 def pad(seqs: list[list[int]], pad_id: int, multiple: int = 1, cap: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -52,6 +52,18 @@ class TextEncoder:
             found = [text[a:b] for i, (a, b) in zip(enc.ids, enc.offsets) if i == unk]
         return list(dict.fromkeys(found))
 
+    @property
+    def end_id(self) -> int:
+        """The token that ends a text: [EOS] for a word vocabulary, [SEP] for a tokenizer's."""
+        return EOS if self.kind == "words" else self.tok.token_to_id("[SEP]")
+
+    def decode_text(self, ids) -> str:
+        """`ids` as text: a word vocabulary's words (no [BOS], [EOS], [PAD]), or the tokenizer's
+        decoding without its special tokens."""
+        if self.kind == "words":
+            return " ".join(t for t in self.vocab.decode(ids) if t not in ("[BOS]", "[EOS]", "[PAD]"))
+        return self.tok.decode(list(ids), skip_special_tokens=True)
+
     def decode(self, ids) -> list[str]:
         if self.kind == "words":
             return self.vocab.decode(ids)

@@ -19,8 +19,8 @@ from __future__ import annotations
 import random
 import string
 
+from attnexp.config.data import IGNORE
 from attnexp.data.base import TokenDataModule
-from attnexp.data.collate import IGNORE
 from attnexp.data.encoder import TextEncoder
 from attnexp.data.vocab import BOS, EOS, MASK, PAD, SEP, WORD_SPECIALS
 

@@ -43,11 +43,11 @@ def context_of(model, probe: Probe, first_word_id: int | None = None, loss_of=No
     there is a labelled batch to measure importance on (the callback's)."""
     from attnexp import attention
 
-    causal = model.a.causal
-    induction = (induction_input(probe.ids[0][0], first_word_id, model.tok_emb.num_embeddings, model.m.max_len,
+    causal = model.causal
+    induction = (induction_input(probe.ids[0][0], first_word_id, model.tok_emb.num_embeddings, model.max_len,
                                  probe.lengths) if causal and first_word_id is not None else None)
     control = roles.induction_control(induction, first_word_id, model.tok_emb.num_embeddings) if induction else None
-    return Context(causal=causal, rows=attention.get(model.a.name).rows, induction_ids=induction,
+    return Context(causal=causal, rows=attention.get(model.attention_name).rows, induction_ids=induction,
                    induction_control_ids=control,
                    classify=model.head_kind == "classify", pooling=model.pooling, labels=probe.labels, loss_of=loss_of,
                    type_ids=probe.types)

@@ -85,7 +85,7 @@ def maps_and_token_loss(model, probe: Probe, pad_id: int) -> tuple[np.ndarray, n
 
     out, ids, pad_mask = _pass(model, probe, pad_id)
     loss = None
-    if model.head_kind == "lm" and model.a.causal:
+    if model.head_kind == "lm" and model.causal:
         loss = F.cross_entropy(out.logits[:, :-1].float().transpose(1, 2), ids[:, 1:], reduction="none") * pad_mask[:, 1:]
         loss = loss.cpu().numpy()
     return _maps(out, pad_mask), loss

@@ -240,25 +240,6 @@ def converted_tokenizer(folder: Path, cache_dir: str | None = None) -> Path:
     return path
 
 
-def tokenizer(source: str, max_len: int):
-    """The checkpoint's tokenizer, as attnexp uses it: without the padding and truncation its file
-    may carry (sentence-transformers checkpoints pad every text to a fixed 128: those would be
-    drawn and counted as real tokens), truncated at the model's `max_len` instead. Its
-    post-processor (BERT's [CLS] A [SEP] B [SEP] with token types) stays."""
-
-    from attnexp.data.tokenizer import read_tokenizer
-
-    spec = tokenizer_of(source)
-    tok = read_tokenizer(spec, f"hf:{source}")
-    vocab = hf_config(source).vocab_size
-    if tok.get_vocab_size() > vocab:
-        raise ConfigError(f"hf:{source}: its tokenizer has {tok.get_vocab_size():,} tokens but the model's embedding "
-                          f"{vocab:,}; the two do not belong together")
-    tok.no_padding()
-    tok.enable_truncation(max_len)
-    return tok
-
-
 def hf_state_dict(source: str) -> tuple[str, dict[str, torch.Tensor]]:
     tr = _transformers()
     try:

@@ -48,8 +48,6 @@ def sample_text(loaded, prompt: str, max_new_tokens: int = 50, temperature: floa
                 num_samples: int = 1, seed: int = 0) -> list[str]:
     """`num_samples` continuations of `prompt` through a loaded checkpoint (attnexp.notebook.loaded),
     each the prompt's words and the sampled ones, decoded; reproducible with `seed`."""
-    from attnexp.data.vocab import EOS
-
     if loaded.pretrained or loaded.hparams is None:
         raise ConfigError("sample takes an attnexp checkpoint (ckpt=PATH) of a causal language model")
     check_samplable(loaded.hparams, "ckpt", loaded.path)
@@ -67,15 +65,12 @@ def sample_text(loaded, prompt: str, max_new_tokens: int = 50, temperature: floa
     if unknown:
         print(f"attnexp sample: {len(unknown)} word(s) of the prompt are not in the vocabulary and became [UNK]: "
               f"{', '.join(unknown[:10])}{' ...' if len(unknown) > 10 else ''}", file=sys.stderr)
-    end = EOS if enc.kind == "words" else enc.tok.token_to_id("[SEP]")
+    end = enc.end_id
     ids = enc.encode(prompt)
     ids = ids[:-1] if ids and ids[-1] == end else ids  # the prompt goes on: no end token after it
     g = torch.Generator().manual_seed(seed)
     out = []
     for _ in range(num_samples):
         new = generate(loaded.model, ids, max_new_tokens, temperature, top_k, end, g)
-        if enc.kind == "words":
-            out.append(" ".join(t for t in enc.decode(new) if t not in ("[BOS]", "[EOS]", "[PAD]")))
-        else:
-            out.append(enc.tok.decode(new, skip_special_tokens=True))
+        out.append(enc.decode_text(new))
     return out

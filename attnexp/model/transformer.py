@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from attnexp import attention
 from attnexp.attention import MaskSpec
 from attnexp.config import AttentionConfig, ModelConfig
-from attnexp.data.collate import IGNORE
+from attnexp.config.data import IGNORE
 
 
 @dataclass
@@ -121,6 +121,23 @@ class Transformer(nn.Module):
             return x_BTD[torch.arange(x_BTD.shape[0], device=x_BTD.device), last_B]
         w = pad_mask_BT.to(x_BTD.dtype)[..., None]
         return (x_BTD * w).sum(1) / w.sum(1).clamp_min(1)
+
+    # What readers of a model (heads/, the notebook) ask of it, by name rather than through m / a
+    @property
+    def causal(self) -> bool:
+        return self.a.causal
+
+    @property
+    def max_len(self) -> int:
+        return self.m.max_len
+
+    @property
+    def attention_name(self) -> str:
+        return self.a.name
+
+    @property
+    def type_vocab_size(self) -> int:
+        return self.m.type_vocab_size
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -54,10 +54,10 @@ class Loaded:
         m, a = pretrained.configs(source, ModelConfig(), AttentionConfig(backend="eager"))
         model = Transformer(m, attention.validate(a, m), pretrained.hf_config(source).vocab_size)
         pretrained.load_into(model, source)
-        tok = pretrained.tokenizer(source, m.max_len)
+        tok = pretrained_tokenizer(source, m.max_len)
         name = Path(source).name or source.replace("/", "_")
         # GPT-2's one special token is its last id: random tokens for the induction probe start at 0
-        return cls(model.eval(), name, tok.token_to_id("[PAD]") or 0, 0 if model.a.causal else None, tok,
+        return cls(model.eval(), name, tok.token_to_id("[PAD]") or 0, 0 if model.causal else None, tok,
                    pretrained=True)
 
     @classmethod
@@ -76,11 +76,11 @@ class Loaded:
             raise ConfigError("give at least one text, e.g. .show(\"the dog runs .\") or .scores(\"the dog runs .\")")
         if self.pretrained:
             encs = [self.encoder.encode(t, p) for t, p in zip(texts, pairs or [None] * len(texts))]
-            types = [e.type_ids for e in encs] if self.model.m.type_vocab_size else None
+            types = [e.type_ids for e in encs] if self.model.type_vocab_size else None
             return Probe([e.ids for e in encs], [e.tokens for e in encs], types=types)
         if pairs:
             raise ConfigError("text pairs go with a pretrained BERT (hf:...); a checkpoint takes single texts")
-        ids = [self.encoder.encode(t)[: self.model.m.max_len] for t in texts]
+        ids = [self.encoder.encode(t)[: self.model.max_len] for t in texts]
         if max(max(x, default=0) for x in ids) >= self.model.tok_emb.num_embeddings:
             raise ConfigError(f"ckpt={str(self.path)!r}: its tokenizer gives ids beyond its model's vocabulary; the two "
                               f"do not belong together")
@@ -169,3 +169,23 @@ class Inline:
     def _repr_html_(self) -> str:
         return (f'<iframe srcdoc="{html.escape(self.page, quote=True)}" style="width:100%;height:{int(self.height)}px;'
                 f'border:0" sandbox="allow-scripts"></iframe>')
+
+
+def pretrained_tokenizer(source: str, max_len: int):
+    """The checkpoint's tokenizer, as attnexp uses it: without the padding and truncation its file
+    may carry (sentence-transformers checkpoints pad every text to a fixed 128: those would be
+    drawn and counted as real tokens), truncated at the model's `max_len` instead. Its
+    post-processor (BERT's [CLS] A [SEP] B [SEP] with token types) stays."""
+
+    from attnexp.data.tokenizer import read_tokenizer
+    from attnexp.model.pretrained import hf_config, tokenizer_of
+
+    spec = tokenizer_of(source)
+    tok = read_tokenizer(spec, f"hf:{source}")
+    vocab = hf_config(source).vocab_size
+    if tok.get_vocab_size() > vocab:
+        raise ConfigError(f"hf:{source}: its tokenizer has {tok.get_vocab_size():,} tokens but the model's embedding "
+                          f"{vocab:,}; the two do not belong together")
+    tok.no_padding()
+    tok.enable_truncation(max_len)
+    return tok

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from attnexp.compat.lightning import clip_unscaled_fused, scales_gradients
 from attnexp.config import AttentionConfig, ModelConfig, OptimConfig, TaskConfig, stage_metrics
-from attnexp.data.collate import IGNORE
+from attnexp.config.data import IGNORE
 from attnexp.model import Transformer, lm_loss
 from attnexp.training.stops import Diverged
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from attnexp.config import check
 from attnexp.config.data import DataConfig, register
 from attnexp.data.base import TokenDataModule
-from attnexp.data.collate import IGNORE
+from attnexp.config.data import IGNORE
 from attnexp.data.encoder import TextEncoder
 from attnexp.data.vocab import BOS, EOS, MASK, PAD, WORD_SPECIALS
 

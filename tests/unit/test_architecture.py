@@ -64,6 +64,18 @@ def test_each_layer_imports_only_layers_below_it():
     assert not wrong, "\n".join(wrong)
 
 
+def test_the_model_reads_no_data_conventions_and_its_readers_ask_by_name():
+    """The model layer took IGNORE, EOS and read_tokenizer from data/ (IGNORE is the config layer's
+    now, the end token the encoder's, the pretrained tokenizer the notebook's), and heads/ and the
+    notebook read the model through its single-letter configs (model.a.causal, model.m.max_len)."""
+    wrong = [f"{name} imports {dep}" for name, path in modules().items() if layer(name) == "model"
+             for dep in imports(path) if layer(dep) == "data"]
+    for pkg in ("heads", "notebook", "maps"):
+        for path in (PACKAGE / pkg).rglob("*.py"):
+            wrong += [f"{path.name}: {m}" for m in re.findall(r"\bmodel\.[am]\.\w+", path.read_text())]
+    assert not wrong, "\n".join(wrong)
+
+
 def test_no_import_cycle():
     graph = {name: {d for d in imports(path) if d != name} for name, path in modules().items()}
     # a package __init__ that re-exports is not a cycle with its own submodules

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from attnexp.api import load_run, train
-from attnexp.data.collate import IGNORE
+from attnexp.config.data import IGNORE
 from attnexp.data.synthetic import example
 from attnexp.data.vocab import MASK, SEP, WORD_SPECIALS
 from helpers.runs import compose_cfg

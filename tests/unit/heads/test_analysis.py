@@ -301,7 +301,8 @@ def test_an_analysis_survives_its_snapshot_arrays(tmp_path):
     np.savez(tmp_path / "s.npz", **snapshot.analysis_members(a), **{f"stat_{k}": v for k, v in a.scores.items()},
              stat_entropy=np.ones((2, 3)))
     b = snapshot.read(tmp_path / "s.npz").analysis  # one reading: the maps' statistics beside the analysed scores
-    assert set(b.scores) == set(a.scores) | {"entropy"} and (b.roles == a.roles).all() and b.heads_90 == a.heads_90 == 4  # 5+4+3+2 of 15
+    assert set(b.scores) == set(a.scores) | {"entropy"} and (b.roles == a.roles).all()
+    assert b.heads_90 == a.heads_90 == 4  # 5+4+3+2 of 15
     assert [x.shape for x in b.rollout] == [(3, 3), (2, 2)] and b.skipped == a.skipped and b.notes == a.notes
     assert b.relevance[0]["pred"] == 1 and b.relevance[0]["true"] == 0
 

@@ -315,8 +315,10 @@ def test_a_tokenizer_bigger_than_the_model_or_the_limit_is_one_line(bert_dir, tm
     t = json.loads((folder / "tokenizer.json").read_text())
     t["model"]["vocab"].update({f"extra{i}": 10_000 + i for i in range(5000)})
     (folder / "tokenizer.json").write_text(json.dumps(t))
+    from attnexp.notebook.loaded import pretrained_tokenizer
+
     with pytest.raises(ConfigError, match="its tokenizer has .* tokens but the model's embedding"):
-        hf.tokenizer(str(folder), 64)
+        pretrained_tokenizer(str(folder), 64)
     (folder / "tokenizer.json").write_bytes("{\"version\": \"1.0\", \"x\": \"caf\xe9\"}".encode("latin-1"))
     with pytest.raises(ConfigError, match="is not UTF-8 text"):
-        hf.tokenizer(str(folder), 64)
+        pretrained_tokenizer(str(folder), 64)
