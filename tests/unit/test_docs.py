@@ -239,3 +239,24 @@ def test_the_fine_tune_figures_quoted_are_the_result_file_chosen_on_validation()
         assert figure in page, figure
     results = " ".join((REPO / "docs" / "results.md").read_text().split())
     assert f"**{raw['test_acc'] * 100:.1f}%** on raw posts and **{clean['test_acc'] * 100:.1f}%** on cleaned" in results
+
+
+def test_the_newsgroups_and_cpu_fine_tune_figures_quoted_are_the_result_files():
+    """docs/results.md's 20 Newsgroups figures (the preset, the raw-validation choice, the GPU run)
+    and docs/pretrained.md's CPU fine-tune rows, each found in the file its script wrote."""
+    import json
+
+    res = REPO / "scripts" / "results"
+    choice = json.loads((res / "newsgroups_choice.json").read_text())
+    gpu = json.loads((res / "gpu" / "newsgroups_gpu_preset.json").read_text())["settings"]["raw"]
+    cpu = {r["run"]: r for r in json.loads((res / "finetune_minilm_cpu.json").read_text())["rows"]}
+    mean, raw = choice["chosen_on_mean_val"], choice["chosen_on_raw_val"]
+    results = " ".join((REPO / "docs" / "results.md").read_text().split())
+    for figure in (f"**{mean['raw']['test_acc'] * 100:.1f}%** test accuracy on raw posts",
+                   f"**{mean['clean']['test_acc'] * 100:.1f}%** with headers", f"(test {raw['test_acc'] * 100:.1f}%)",
+                   f"the preset reaches {gpu['test_acc']:.3f} (macro-F1 {gpu['test_f1_macro']:.3f})"):
+        assert figure in results, figure
+    pretrained = " ".join((REPO / "docs" / "pretrained.md").read_text().split())
+    for run in ("finetune", "frozen"):
+        r = cpu[run]
+        assert f"| {r['test_acc']:.3f} | | 2 CPU cores, {r['train_time_s'] / 60:.1f} min |" in pretrained, run
