@@ -43,16 +43,27 @@ RULE = ("the highest mean over seeds of the best-epoch validation accuracy, aver
 
 
 def one_run(name: str, seed: int, text: str, args) -> dict:
+    """One run trained (test=false), or taken from its folder where a completed run with the same
+    overrides is there (one trained by `--only`, `threads=` aside)."""
     overrides = ["experiment=newsgroups", "logger=csv", "trainer.enable_progress_bar=false", "test=false",
                  f"seed={seed}", *TEXTS[text], *CANDIDATES[name], *([f"data.path={args.data}"] if args.data else [])]
     if args.smoke:
         overrides += ["data.limit=200", "data.vocab_size=2000", "data.max_len=64", "trainer.max_epochs=1"]
-    t0 = time.perf_counter()
-    s = train(load_run(compose(overrides, Path(args.runs_dir) / f"{name}-s{seed}-{text}")))
+    folder, t0 = Path(args.runs_dir) / f"{name}-s{seed}-{text}", time.perf_counter()
+    s = finished(folder, overrides) or train(load_run(compose([*overrides, *([f"threads={args.threads}"] if args.threads
+                                                                                else [])], folder)))
     return {"candidate": name, "seed": seed, "text": text, "status": s["status"],
             "best_val_acc": (s["metrics"]["best"] or {}).get("value"), "checkpoint": s["checkpoints"]["best"],
             "epochs": s["epochs"], "train_time_s": s["train_time_s"], "wall_s": round(time.perf_counter() - t0, 1),
             "tokens_per_s": s["tokens_per_s"], "overrides": overrides}
+
+
+def finished(folder: Path, overrides: list[str]) -> dict | None:
+    """The summary of a completed run in `folder` made with `overrides` (a `threads=` aside), else None."""
+    path = folder / "summary.json"
+    s = json.loads(path.read_text()) if path.is_file() else {}
+    same = [o for o in s.get("overrides") or [] if not o.startswith("threads=")] == overrides
+    return s if s.get("status") == "completed" and same and (s.get("checkpoints") or {}).get("best") else None
 
 
 def mean_sd(values: list[float]) -> dict:
@@ -75,7 +86,16 @@ def main() -> None:
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script, measures nothing")
     ap.add_argument("--candidates", default=",".join(CANDIDATES), help="a part of CANDIDATES, in its order")
+    ap.add_argument("--only", nargs="+", metavar="CANDIDATE:SEED:TEXT", default=None,
+                    help="train just these runs into --runs-dir (no choice, no test, no file): calls side by side, "
+                         "each with --threads 1, then one call without --only collects them")
+    ap.add_argument("--threads", type=int, default=None, help="threads=N for the runs trained by this call")
     args = ap.parse_args()
+    if args.only:
+        for spec in args.only:
+            name, seed, text = spec.split(":")
+            print(json.dumps(one_run(name, int(seed), text, args)), flush=True)
+        return
     for name in [c for c in CANDIDATES if c not in args.candidates.split(",")]:
         del CANDIDATES[name]
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu-{torch.get_num_threads()}threads"
