@@ -1,5 +1,6 @@
-"""What the analysis of one snapshot found (heads.analysis fills it, maps.snapshot saves and reads
-it): torch-free, so a reader of snapshots (the report) loads no torch."""
+"""One reading of the heads (heads.analysis.read_heads fills it; maps.snapshot saves and reads it;
+the viewer, the callback, `attnexp maps` and the notebook take it whole): torch-free, so a reader of
+snapshots (the report) loads no torch."""
 
 from __future__ import annotations
 

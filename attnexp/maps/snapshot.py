@@ -137,9 +137,10 @@ def opened(path: Path | str):
 
 @dataclass
 class Snapshot:
-    """One snapshot read back: every per-head quantity it holds (heads.quantities, name -> (L, H)),
-    what the analysis found (roles, layer importance, rollout / flow, relevance, what was skipped;
-    its `scores` are the analysed quantities), and, when asked for, the weights (L, B, H, T, T)."""
+    """One snapshot read back: the reading of the heads it holds (`analysis`, as heads.analysis.read_heads
+    returned it: every per-head quantity by name in its `scores`, also `per_head`; roles, layer
+    importance, rollout / flow, relevance, what was skipped), and, when asked for, the weights
+    (L, B, H, T, T)."""
 
     path: Path
     analysis: Analysis = field(default_factory=Analysis)
