@@ -90,6 +90,7 @@ def main() -> None:
                     help="train just these runs into --runs-dir (no choice, no test, no file): calls side by side, "
                          "each with --threads 1, then one call without --only collects them")
     ap.add_argument("--threads", type=int, default=None, help="threads=N for the runs trained by this call")
+    ap.add_argument("--no-train", action="store_true", help="collect the finished runs only (the tables say n)")
     args = ap.parse_args()
     if args.only:
         for spec in args.only:
@@ -110,6 +111,9 @@ def main() -> None:
         for name in CANDIDATES:
             for text in TEXTS:
                 if not any((r["candidate"], r["seed"], r["text"]) == (name, seed, text) for r in result["runs"]):
+                    done = Path(args.runs_dir) / f"{name}-s{seed}-{text}" / "summary.json"
+                    if args.no_train and not (done.is_file() and json.loads(done.read_text()).get("status") == "completed"):
+                        continue  # --no-train: the runs that finished, each counted in the tables' n
                     result["runs"].append(one_run(name, seed, text, args))
                     save(result, path)
     chosen, result["validation"] = choose(result["runs"])
