@@ -260,3 +260,16 @@ def test_the_newsgroups_and_cpu_fine_tune_figures_quoted_are_the_result_files():
     for run in ("finetune", "frozen"):
         r = cpu[run]
         assert f"| {r['test_acc']:.3f} | | 2 CPU cores, {r['train_time_s'] / 60:.1f} min |" in pretrained, run
+
+
+def test_the_newsgroups_seed_figures_quoted_are_the_result_file():
+    """docs/results.md's 20 Newsgroups over seeds: mean ± sd of the runs newsgroups_seeds.py scored on
+    test, each in its file, with n."""
+    import json
+
+    d = json.loads((REPO / "scripts" / "results" / "newsgroups_seeds_cpu.json").read_text())
+    page = " ".join((REPO / "docs" / "results.md").read_text().split())
+    for text in ("raw", "clean"):
+        acc = d["chosen"]["test"][text]["acc"]
+        said = "raw" if text == "raw" else "cleaned"
+        assert f"**{acc['mean'] * 100:.1f} ± {acc['sd'] * 100:.1f}%** {said} (n={acc['n']})" in page
