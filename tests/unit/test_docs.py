@@ -273,3 +273,18 @@ def test_the_newsgroups_seed_figures_quoted_are_the_result_file():
         acc = d["chosen"]["test"][text]["acc"]
         said = "raw" if text == "raw" else "cleaned"
         assert f"**{acc['mean'] * 100:.1f} ± {acc['sd'] * 100:.1f}%** {said} (n={acc['n']})" in page
+
+
+def test_the_atlas_prose_figures_are_the_result_file():
+    """The sentences under docs/results.md's atlas table quote the file too: recall's range, the
+    variants that solve varied-length induction and the toy grammar."""
+    import json
+
+    t = json.loads((REPO / "scripts" / "results" / "atlas_cpu.json").read_text())["table"]
+    page = " ".join((REPO / "docs" / "results.md").read_text().split())
+    recall = [r["acc"] for r in t["recall"].values()]
+    assert f"**recall by none** ({min(recall):.2f}–{max(recall):.2f}:" in page and max(recall) < 0.5
+    solved = sorted(v for v, r in t["induction"].items() if round(r["acc"], 2) >= 0.99)
+    assert solved == ["differential", "single_head"] and "induction by two, `differential` and `single_head`" in page
+    grammar = sorted(v for v, r in t["toy_agreement"].items() if round(r["acc"], 2) >= 0.995)
+    assert grammar == ["forgetting", "rotary"] and "with rotary, the only one to solve the toy grammar (100%)" in page
