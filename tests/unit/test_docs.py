@@ -288,3 +288,25 @@ def test_the_atlas_prose_figures_are_the_result_file():
     assert solved == ["differential", "single_head"] and "induction by two, `differential` and `single_head`" in page
     grammar = sorted(v for v, r in t["toy_agreement"].items() if round(r["acc"], 2) >= 0.995)
     assert grammar == ["forgetting", "rotary"] and "with rotary, the only one to solve the toy grammar (100%)" in page
+
+
+def test_the_formation_figures_quoted_are_the_result_files():
+    """docs/maps.md's account of induction heads forming (the drop, the control, the steps across
+    variants) is induction_formation.py's two files."""
+    import json
+
+    res = REPO / "scripts" / "results"
+    runs = json.loads((res / "induction_formation_cpu.json").read_text())["results"]
+    two = [r for r in runs if r["arm"] == "2 layers"]
+    one = [r for r in runs if r["arm"].startswith("1 layer")]
+    drops = [r["icl start"] - r["icl end"] for r in two]
+    assert len(two) == 3 and all(r["formations in window"] == "5/5" for r in two)
+    assert round(min(drops), 1) == 3.6 and all(r["drop window"] == "no drop" for r in one)
+    assert max(r["icl start"] - r["icl end"] for r in one) < 0.6
+    page = " ".join((REPO / "docs" / "maps.md").read_text().split())
+    assert "falls by 3.6 nats within about 100 steps" in page and "moves by less than 0.6 nats and no head forms" in page
+    variants = {r["variant"]: r for r in json.loads((res / "induction_formation_variants_cpu.json").read_text())["results"]}
+    for v in ("rotary", "smeared", "smeared 1-layer"):
+        row = variants[v]
+        assert row["first induction step (mean ± std)"] == "367 ± 29" and row["seeds with an induction head"] == "3/3"
+    assert "rotary forms them at step 367 ± 29" in page and "induction heads at step 367 ± 29" in page
