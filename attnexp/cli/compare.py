@@ -69,7 +69,7 @@ def compare_cli(argv: list[str]) -> int:
         if "study" in opts or "storage" in opts:
             paths += study_runs(opts.get("study"), opts.get("storage"))
         if not paths:
-            from attnexp.launch.compose import default_paths  # paths.sweep_dir, spelled once in conf/
+            from attnexp.config.paths import default_paths  # paths.sweep_dir, spelled once in conf/
 
             paths = [newest_sweep(Path(str(default_paths()["sweep_dir"])))]
             print(f"attnexp compare: the newest sweep, {paths[0]}", file=sys.stderr)

@@ -104,7 +104,7 @@ def run_folder(overrides: list[str], multirun: bool) -> tuple[Path, str]:
         cfg = compose_checked([o for o in overrides if "," not in o.partition("=")[2] or o.startswith("hydra")])
         return Path(str(cfg.paths[which])), f"paths.{which}"
     except Exception:  # noqa: BLE001 - a sweep whose fixed part does not compose alone: Hydra says so itself
-        from attnexp.launch.compose import default_paths
+        from attnexp.config.paths import default_paths
 
         said = [o.split("=", 1)[1] for o in overrides if o.lstrip("+").startswith(f"paths.{which}=")]
         return Path(said[-1] if said else str(default_paths()[which])), f"paths.{which}"
@@ -146,7 +146,7 @@ def sweep_arguments(argv: list[str], overrides: list[str], folder: Path) -> tupl
 def hydra_task(overrides: list[str], multirun: bool, started: float | None):
     import hydra
 
-    from attnexp.launch.compose import conf_dir
+    from attnexp.config.paths import conf_dir
 
     @hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")
     def task(cfg):

@@ -9,7 +9,7 @@ def options() -> list[dict]:
     from omegaconf import OmegaConf
 
     from attnexp import attention
-    from attnexp.launch.compose import conf_dir
+    from attnexp.config.paths import conf_dir
 
     rows = []
     for path in sorted((conf_dir() / "attention").glob("*.yaml")):

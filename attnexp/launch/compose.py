@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attnexp.config.paths import conf_dir, default_paths  # noqa: F401 - where callers found them
+from attnexp.config.paths import conf_dir
 
 
 def with_config_dir(overrides: list[str], config_dir: str | None) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from attnexp.api import compose, load_run
-from attnexp.launch.compose import conf_dir
+from attnexp.config.paths import conf_dir
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared"  # ../shared beside the repo: the real 20 Newsgroups and the pretrained model

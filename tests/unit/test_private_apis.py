@@ -14,7 +14,8 @@ def test_hydras_parser_search_path_loader_and_sweep_expansion():
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     from attnexp.compat import hydra as h
-    from attnexp.launch.compose import conf_dir, register_schemas
+    from attnexp.config.paths import conf_dir
+    from attnexp.launch.compose import register_schemas
 
     register_schemas()  # as sweep_jobs does: Hydra's plugin scan cannot import attnexp's sweeper dataclasses itself
     flags = h.args_parser().parse_args(["-m", "--cfg", "job", "seed=1,2"])
