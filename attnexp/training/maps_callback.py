@@ -35,6 +35,8 @@ log = logging.getLogger("attnexp")
 class AttentionMaps(L.Callback):
     def __init__(self, cfg: MapsConfig, out_dir: Path):
         self.cfg, self.dir = cfg, Path(out_dir) / "maps"
+        # the timeline's light reading: every per-head number and the roles, none of the pictures' methods
+        self._light = dataclasses.replace(cfg, roles=True, importance=False, rollout=False, flow=False, relevance=False)
         self.probe: Probe | None = None
         self.frames: dict[int, list] = {}  # example -> GIF frame per snapshot
         self.viewer: Viewer | None = None  # viewer.html's data, added to at every snapshot
@@ -159,16 +161,14 @@ class AttentionMaps(L.Callback):
                                  None if loss is None else float(loss.detach().float()))
 
     def _append_reading(self, trainer, pl_module, step: int, w: np.ndarray, token_loss, loss: float | None) -> None:
-        light = dataclasses.replace(self.cfg, roles=True, importance=False, rollout=False, flow=False, relevance=False)
-        a = read_heads(pl_module.model, self.probe, w, trainer.datamodule.pad_id, light, self.context(trainer, pl_module),
+        a = read_heads(pl_module.model, self.probe, w, trainer.datamodule.pad_id, self._light, self.context(trainer, pl_module),
                        self._start)  # the light reading: every per-head number and the roles, no pictures
-        values = a.scores
         probe_loss = icl = None
         if token_loss is not None:
             real = np.arange(token_loss.shape[1])[None, :] < (np.asarray(self.probe.lengths) - 1)[:, None]
             probe_loss = float(token_loss[real].mean()) if real.any() else None
             icl = tl.icl_score(token_loss, self.probe.lengths)
-        self._writer.append(tl.Reading(step, trainer.current_epoch, values, loss, probe_loss, icl))
+        self._writer.append(tl.Reading(step, trainer.current_epoch, a.scores, loss, probe_loss, icl))
         scalars = {f"timeline/heads_{r}": float(n) for r, n in zip(*np.unique(a.roles, return_counts=True))}
         if icl is not None:
             scalars["timeline/icl"] = icl
@@ -215,7 +215,7 @@ class AttentionMaps(L.Callback):
         return self._ctx
 
     def reading(self, trainer, pl_module, w: np.ndarray) -> Analysis:
-        """The heads' reading (heads.analysis.read), drift measured from the maps before training."""
+        """The heads' reading (heads.analysis.read_heads), drift measured from the maps before training."""
         return read_heads(pl_module.model, self.probe, w, trainer.datamodule.pad_id, self.cfg,
                           self.context(trainer, pl_module), self._start if w is not self._start else None)
 
