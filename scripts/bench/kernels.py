@@ -118,11 +118,11 @@ def row(name: str, backend: str, T: int, Dh: int, causal: bool, device, dtype, b
 def grid(args, device) -> list[tuple]:
     if args.smoke:
         return [r for r in [("mha", b, 64, 16, c) for b in ("eager", "sdpa") for c in (True, False)] +
-                [("alibi", "sdpa", 64, 16, True)] if r[1] in (args.backends or (r[1],))]
+                [("alibi", "sdpa", 64, 16, True)] if not args.backends or r[1] in args.backends]
     lengths = [128, 256, 512, 1024] if device.type == "cpu" else [128, 512, 1024, 2048, 4096, 8192]
     dims = [64] if device.type == "cpu" else [64, 128]
-    backends = ("eager", "sdpa") if device.type == "cpu" else ("eager", "sdpa", "flex")
-    backends = [b for b in backends if b in (args.backends or backends)]
+    backends = [b for b in (("eager", "sdpa") if device.type == "cpu" else ("eager", "sdpa", "flex"))
+                if not args.backends or b in args.backends]
     out = []
     for name, cls in attention.registered().items():
         if not cls.softmax or "sdpa" not in cls.backends or name in ("torch_mha", "multi_head_list", "single_head",

@@ -68,6 +68,13 @@ def reference() -> dict[str, dict[str, float]]:
     return {**out, **LITERATURE}
 
 
+def reference_lines(ref: dict, digits: int = 4) -> list[str]:
+    """The comparison figures as Markdown list items: raw / cleaned, or the literature's own corpus."""
+    return [f"- {k}: " + (" / ".join(f"{v[s]:.{digits}f}" if s in v else "-" for s in ("raw", "clean"))
+                          if "raw" in v or "clean" in v else f"{v['own preprocessing']:.3f} on TextGCN's cleaned corpus, "
+                                                             f"neither column") for k, v in ref.items()]
+
+
 def grid_run(tag: str, setting: str, args, out_root: Path) -> dict:
     """One candidate trained (test=false): its best validation accuracy, epochs and time."""
     overrides = ["experiment=newsgroups_minilm", "logger=csv", "trainer.enable_progress_bar=false",
@@ -139,9 +146,7 @@ def choice_markdown(result: dict) -> str:
                                       f"{r['test_f1_macro']:.4f}", f"{r['train_time_s']:.0f} s"] for s, r in chosen.items()],
                                     ["candidate", "posts", "val acc", "test acc", "macro-F1", "train time"]))
     lines += ["", "For comparison (bydate test accuracy, raw / cleaned):", ""]
-    lines += [f"- {k}: " + (" / ".join(f"{v[s]:.4f}" if s in v else "-" for s in ("raw", "clean")) if "raw" in v or
-                            "clean" in v else f"{v['own preprocessing']:.3f} on TextGCN's cleaned corpus, neither column")
-              for k, v in result["reference"].items()]
+    lines += reference_lines(result["reference"])
     return "\n".join(lines) + "\n"
 
 
@@ -228,9 +233,7 @@ def markdown(rows: list[dict], device: str, args) -> str:
     lines.append(markdown_table(cells, ["run", "posts", "test acc", "macro-F1", "best val acc", "epochs", "train time",
                                         "tokens/s"]))
     lines += ["", "For comparison (bydate test accuracy, raw / cleaned):", ""]
-    lines += [f"- {k}: " + (" / ".join(f"{v[s]:.3f}" if s in v else "-" for s in ("raw", "clean")) if "raw" in v or
-                            "clean" in v else f"{v['own preprocessing']:.3f} on TextGCN's cleaned corpus, neither column")
-              for k, v in reference().items()]
+    lines += reference_lines(reference(), digits=3)
     for r in rows:
         if r["drift"]:
             layers = len(next(iter(r["drift"].values())))
