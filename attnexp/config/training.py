@@ -92,6 +92,9 @@ class MapsConfig:
     head_scalars: bool = False
     animation: bool = True  # maps/evolution_exK.gif at the end of training
     html: bool = True  # maps/viewer.html at the end of training
+    # the pictures (grids, head tables, the timeline, GIF frames) drawn on a worker thread while training
+    # goes on; the numbers are taken on the training thread either way (false: pictures drawn there too)
+    background: bool = True
     bertviz: bool = False  # also bertviz's head_view / model_view pages of the probe set (pip install 'attnexp[hf]')
     # What the heads do and which matter (attnexp.heads.analysis), with every snapshot:
     roles: bool = True  # pattern scores and a role per head (previous, first, induction on causal models, ...)

@@ -140,17 +140,46 @@ def to_palette(img: Image.Image) -> Image.Image:
     return img.quantize(palette=_palette(), dither=Image.Dither.NONE)
 
 
-def gif(frames: list[Image.Image], path, ms_per_frame: int = 700) -> None:
-    """An animation of the maps' evolution: one quantized grid per epoch, as a looping GIF."""
-    size = frames[0].size
-    frames = [f if f.size == size else f.resize(size) for f in frames]
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:  # whole or not at all: a full disk left a 0-byte GIF behind
-        frames[0].save(tmp, format="GIF", save_all=True, append_images=frames[1:], duration=ms_per_frame, loop=0)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+class Animation:
+    """A looping GIF built a frame at a time: each frame is encoded when it is added (the training
+    callback adds it on its drawing thread right after the snapshot), so writing the file at the end
+    is a copy of bytes. Pillow's `save(save_all=True, append_images=...)` encodes every frame at the
+    end (~0.1 s a GIF of 9 frames, which the end of every run waited for); the encoding here is still
+    Pillow's, through its GIF plugin's frame-by-frame functions (GifImagePlugin.getheader/getdata).
+    Every frame is in the fixed palette (`to_palette`), so the first frame's is the GIF's."""
+
+    def __init__(self, ms_per_frame: int = 700):
+        self.ms, self.size = ms_per_frame, None
+        self.header: bytes | None = None
+        self.frames: list[bytes] = []
+
+    def add(self, frame: Image.Image) -> None:
+        from PIL import GifImagePlugin
+
+        if self.size is None:
+            self.size = frame.size
+        elif frame.size != self.size:
+            frame = frame.resize(self.size)
+        # a copy: an image Pillow has saved as PNG keeps that encoder's settings, which its GIF encoder then takes
+        frame = frame.copy() if frame.mode == "P" else to_palette(frame.convert("RGB"))
+        if self.header is None:
+            self.header = b"".join(GifImagePlugin.getheader(frame.copy(), info={"loop": 0, "duration": self.ms})[0])
+        self.frames.append(b"".join(GifImagePlugin.getdata(frame, duration=self.ms)))
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    def write(self, path) -> None:
+        """The GIF, whole or not at all (a full disk left a 0-byte GIF behind)."""
+        if self.header is None:
+            return
+        path = Path(path)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_bytes(self.header + b"".join(self.frames) + b";")
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 def write_png(img: Image.Image, path) -> None:

@@ -239,9 +239,29 @@ def head_pictures(a: Analysis, title: str) -> dict[str, tuple]:
 def save(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, reading: Analysis, title: str,
          view: MapsConfig, **meta) -> tuple[list, dict[str, tuple]]:
     """One snapshot of the probe set's maps, the same for the callback (epochNNN) and `attnexp maps`:
-    <stem>.npz (weights (L, B, H, T, T) as view.dtype, float16 by default, tokens (B, T) and lengths (B,), each per-head quantity
-    (the reading's `scores`: heads.analysis.read_heads) as its member, roles (L, H), rollout_exK / flow_exK (n, n),
-    relevance_*_exK and `meta`), <stem>_roles.png and <stem>_importance.png (`head_pictures`), and a
+    its numbers (`write`) and its pictures (`draw`). The training callback calls the two apart: the
+    numbers on the training thread, the pictures on its drawing thread (maps.background)."""
+    write(out_dir, stem, w, probe, reading, view, **meta)
+    return draw(out_dir, stem, w, probe, reading, title, view)
+
+
+def write(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, reading: Analysis, view: MapsConfig, **meta) -> Path:
+    """<stem>.npz: weights (L, B, H, T, T) as view.dtype, float16 by default, tokens (B, T) and
+    lengths (B,), each per-head quantity (the reading's `scores`: heads.analysis.read_heads) as its
+    member, roles (L, H), rollout_exK / flow_exK (n, n), relevance_*_exK and `meta`."""
+    a = reading
+    members = {quantities.member(k): v for k, v in a.scores.items()}
+    T = max(probe.lengths)  # tokens as a (B, T) string array padded with "": no pickled objects, np.load reads it safely
+    path = Path(out_dir) / f"{stem}.npz"
+    np.savez_compressed(path, weights=w.astype(np.dtype(view.dtype)), lengths=np.array(probe.lengths),
+                        tokens=np.array([list(t) + [""] * (T - len(t)) for t in probe.tokens], dtype=str),
+                        **members, **analysis_members(a), **meta)
+    return path
+
+
+def draw(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, reading: Analysis, title: str,
+         view: MapsConfig) -> tuple[list, dict[str, tuple]]:
+    """The snapshot's pictures: <stem>_roles.png and <stem>_importance.png (`head_pictures`), and a
     PNG grid per example, <stem>_exK.png, its heads titled with their roles (or their alignment
     score) and a last row of rollout (and flow). Returns (grid, PNG bytes) per example (the
     paletted grid doubles as a GIF frame, the bytes go to the loggers as they are) and the head
@@ -249,11 +269,6 @@ def save(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, reading: Analysi
     from attnexp.maps import render
 
     a = reading
-    members = {quantities.member(k): v for k, v in a.scores.items()}
-    T = max(probe.lengths)  # tokens as a (B, T) string array padded with "": no pickled objects, np.load reads it safely
-    np.savez_compressed(out_dir / f"{stem}.npz", weights=w.astype(np.dtype(view.dtype)), lengths=np.array(probe.lengths),
-                        tokens=np.array([list(t) + [""] * (T - len(t)) for t in probe.tokens], dtype=str),
-                        **members, **analysis_members(a), **meta)
     pictures = head_pictures(a, title)
     for name, (_, png) in pictures.items():
         (out_dir / f"{stem}_{name}.png").write_bytes(png)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from functools import partial
 from pathlib import Path
 
 import lightning as L
@@ -25,6 +26,7 @@ from attnexp.heads import timeline as tl
 from attnexp.heads.analysis import Analysis, Context, context_of, read_heads
 from attnexp.heads.probe import Probe, attention_maps, maps_and_token_loss, probe_from
 from attnexp.maps import render, snapshot
+from attnexp.maps.background import Drawer
 from attnexp.maps.html import Viewer
 from attnexp.maps.view import is_signed
 from attnexp.training.loggers import log_histogram, log_image, log_layout, log_table
@@ -38,7 +40,8 @@ class AttentionMaps(L.Callback):
         # the timeline's light reading: every per-head number and the roles, none of the pictures' methods
         self._light = dataclasses.replace(cfg, roles=True, importance=False, rollout=False, flow=False, relevance=False)
         self.probe: Probe | None = None
-        self.frames: dict[int, list] = {}  # example -> GIF frame per snapshot
+        self.animations: dict[int, render.Animation] = {}  # example -> its GIF, a frame per snapshot (drawing thread)
+        self._drawer = Drawer(cfg.background)  # the pictures, off the training thread (maps.background)
         self.viewer: Viewer | None = None  # viewer.html's data, added to at every snapshot
         self.shape: tuple[int, int] = (0, 0)  # layers, heads
         self.last_alignment: dict | None = None
@@ -89,12 +92,18 @@ class AttentionMaps(L.Callback):
             npz = snapshot.npz(self.dir, epoch)
             if npz.is_file() and (snap := self._read(npz)) is not None:
                 self._add_to_viewer(epoch, snap.weights, snap.analysis)
-            if self.cfg.animation:
-                for b in range(len(self.probe.tokens)):
-                    png = snapshot.example_png(self.dir, snapshot.stem(epoch), b)
-                    if png.is_file():
-                        self.frames.setdefault(b, []).append(Image.open(png).copy())
+            for b in range(len(self.probe.tokens)) if self.cfg.animation else ():
+                png = snapshot.example_png(self.dir, snapshot.stem(epoch), b)
+                if png.is_file():
+                    self._drawer.submit(partial(self._add_frame, b, png))
         self._resumed_epochs = []
+
+    def _add_frame(self, b: int, frame: Image.Image | Path) -> None:
+        """Example b's next GIF frame, encoded now (on the drawing thread): a grid, or a resumed run's PNG of one."""
+        if isinstance(frame, Path):
+            with Image.open(frame) as im:
+                frame = im.copy()
+        self.animations.setdefault(b, render.Animation()).add(frame)
 
     @staticmethod
     def _read(path: Path) -> snapshot.Snapshot | None:
@@ -119,19 +128,30 @@ class AttentionMaps(L.Callback):
             self._append_reading(trainer, pl_module, 0, w, token_loss, None)
         self.dir.mkdir(parents=True, exist_ok=True)
         a = self.reading(trainer, pl_module, w)
-        grids, pictures = snapshot.save(self.dir, snapshot.stem(snapshot.START), w, self.probe, a,
-                                        "start (before training)", self.cfg, epoch=snapshot.START, step=0)
-        self._add_to_viewer(snapshot.START, w, a)
-        self._pictured(trainer, grids, pictures, 0)  # step 0: each dashboard's image slider starts where the viewer does
+        # step 0: each dashboard's image slider starts where the viewer does
+        self._snapshot(trainer, snapshot.START, w, a, "start (before training)", step=0, log_step=0)
 
-    def _pictured(self, trainer, grids: list, pictures: dict, step: int) -> None:
-        """A snapshot's pictures: each example's grid a frame of its GIF; grids and head pictures to the
-        loggers at `step` (the start's and every epoch's alike)."""
-        for b, (img, png) in enumerate(grids):
-            if self.cfg.animation:
-                self.frames.setdefault(b, []).append(img)
-            if self.cfg.images_to_logger:
-                log_image(trainer.loggers, f"attention_maps/example{b}", img, png, step)
+    def _snapshot(self, trainer, epoch: int, w: np.ndarray, a: Analysis, title: str, step: int, log_step: int) -> None:
+        """A snapshot (the start's and every epoch's alike): its .npz and the viewer's share now, on the
+        training thread (a run killed a moment later resumes with it); its pictures on the drawing
+        thread, to the loggers at `log_step` when they are done."""
+        stem = snapshot.stem(epoch)
+        snapshot.write(self.dir, stem, w, self.probe, a, self.cfg, epoch=epoch, step=step)
+        self._add_to_viewer(epoch, w, a)
+        self._drawer.submit(partial(self._draw, stem, w, a, title), partial(self._pictured, trainer, log_step))
+
+    def _draw(self, stem: str, w: np.ndarray, a: Analysis, title: str) -> tuple[list, dict]:
+        """On the drawing thread: the snapshot's pictures (snapshot.draw), each example's grid a frame of its GIF."""
+        grids, pictures = snapshot.draw(self.dir, stem, w, self.probe, a, title, self.cfg)
+        for b, (img, _) in enumerate(grids) if self.cfg.animation else ():
+            self._add_frame(b, img)
+        return grids, pictures
+
+    def _pictured(self, trainer, step: int, drawn: tuple[list, dict]) -> None:
+        """Back on the training thread: a snapshot's grids and head pictures to the loggers at `step`."""
+        grids, pictures = drawn
+        for b, (img, png) in enumerate(grids) if self.cfg.images_to_logger else ():
+            log_image(trainer.loggers, f"attention_maps/example{b}", img, png, step)
         for name, (img, png) in pictures.items() if self.cfg.images_to_logger else ():
             log_image(trainer.loggers, f"head_{name}", img, png, step)
 
@@ -149,7 +169,10 @@ class AttentionMaps(L.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         """A light reading after a scheduled optimizer step: a Python set lookup on every other step
-        (no host read); at a reading, the probe pass and the step's loss (rank 0)."""
+        (no host read); at a reading, the probe pass and the step's loss (rank 0). The pictures the
+        drawing thread has finished go to the loggers here."""
+        if self._drawer.pending:
+            self._drawer.collect()
         step = trainer.global_step
         if step <= self._read_through or step not in self._schedule:
             return
@@ -221,18 +244,23 @@ class AttentionMaps(L.Callback):
 
     @rank_zero_only
     def save(self, trainer, w: np.ndarray, a: Analysis) -> None:
-        epoch, step = trainer.current_epoch, trainer.global_step
+        epoch, step, at = trainer.current_epoch, trainer.global_step, logger_step(trainer)
         self.dir.mkdir(parents=True, exist_ok=True)
-        grids, pictures = snapshot.save(self.dir, snapshot.stem(epoch), w, self.probe, a, f"epoch {epoch} (step {step})",
-                                        self.cfg, epoch=epoch, step=step)
-        self._add_to_viewer(epoch, w, a)
+        self._snapshot(trainer, epoch, w, a, f"epoch {epoch} (step {step})", step=step, log_step=at)
         self._last = w
-        self._pictured(trainer, grids, pictures, logger_step(trainer))
         if self._writer is not None and self.cfg.images_to_logger:  # the timeline so far, one picture an epoch
-            drawn = self.timeline_picture()
-            if drawn is not None:
-                log_image(trainer.loggers, "heads_timeline", drawn, render.to_png(drawn), logger_step(trainer))
-        log_stats_table(trainer, quantities.shown("table", a.scores), logger_step(trainer), a.roles)
+            t = self._writer.timeline()
+            self._drawer.submit(partial(self._timeline_png, t), partial(self._timeline_pictured, trainer, at))
+        log_stats_table(trainer, quantities.shown("table", a.scores), at, a.roles)
+
+    def _timeline_png(self, t: tl.Timeline) -> tuple | None:
+        drawn = self.timeline_picture(t)
+        return None if drawn is None else (drawn, render.to_png(drawn))
+
+    @staticmethod
+    def _timeline_pictured(trainer, step: int, drawn: tuple | None) -> None:
+        if drawn is not None:
+            log_image(trainer.loggers, "heads_timeline", *drawn, step)
 
     def on_fit_end(self, trainer, pl_module):
         self.finish(trainer)
@@ -245,10 +273,9 @@ class AttentionMaps(L.Callback):
 
             (log.debug if disk_full(e) else log.warning)("maps: the viewer and GIFs could not be written (%s)", e)
 
-    def timeline_picture(self, formed=(), moved=()) -> object | None:
-        """The timeline so far, drawn (render.timeline) with these formations and changes; None
-        without two readings."""
-        t = self._writer.timeline()
+    def timeline_picture(self, t: tl.Timeline, formed=(), moved=()) -> object | None:
+        """The timeline `t`, drawn (render.timeline) with these formations and changes; None without
+        two readings."""
         return render.timeline(t, list(formed), list(moved), self.dir.parent.name) if len(t.readings) >= 2 else None
 
     def finish_timeline(self) -> None:
@@ -275,14 +302,13 @@ class AttentionMaps(L.Callback):
         from attnexp.maps.html import timeline_data
 
         self._timeline_view = timeline_data(t, formed, render.TIMELINE_SHOWN)
-        render.write_png(self.timeline_picture(formed, moved), self.dir / "timeline.png")
+        self._drawer.submit(lambda: render.write_png(self.timeline_picture(t, formed, moved), self.dir / "timeline.png"))
 
     @rank_zero_only
     def finish(self, trainer):
         if self._writer is not None:
             self.finish_timeline()
-        for b, frames in self.frames.items():
-            render.gif(frames, self.dir / f"evolution_ex{b}.gif")
+        self._drawer.submit(self._write_gifs)
         if self.cfg.html and self.viewer is not None and self.viewer.epochs:
             self.viewer.write(self.dir / "viewer.html", str(Path(trainer.default_root_dir).name), self.cfg.scale, *self.shape,
                               timeline=self._timeline_view)
@@ -290,6 +316,11 @@ class AttentionMaps(L.Callback):
             from attnexp.maps import bertviz_export
 
             bertviz_export.write(self.dir, self._last, self.probe)
+        self._drawer.close()  # every picture written and logged before the run says where they are
+
+    def _write_gifs(self) -> None:
+        for b, anim in self.animations.items():  # each frame was encoded as it came: this writes bytes
+            anim.write(self.dir / f"evolution_ex{b}.gif")
 
     def _add_to_viewer(self, epoch: int, w: np.ndarray, a: Analysis | None = None) -> None:
         if not self.cfg.html:
