@@ -14,9 +14,11 @@ whole-run wall time, and each arm's overhead as a ratio to maps off in the same 
                                                        # the same at GPT-2-small's shape (12 x 12 heads, d=768)
 
 On a shared machine whole runs vary by +-15%, more than the few percent in question; --parts
-times each piece inside one run per task (all of it on, importance included) and gives each as a
-share of that run's fit time: the maps callback, the analysis, and roles, importance, rollout and
-relevance within it.
+times each piece inside one run per task (all of it on, importance included; add
+maps.importance=false for the defaults) and gives each as a share of that run's fit time: the maps
+callback's hooks (what the training thread waits for), the analysis, and roles, importance, rollout
+and relevance within it, and apart from them the pictures drawn on the drawing thread beside
+training (maps.background; `lm-foreground` draws them on the training thread).
 
 Prints a table and writes scripts/results/maps_overhead_<device>.json. Target: the default at
 most 5% of fit time; importance is opt-in (maps.importance=true) when it costs more.
@@ -41,6 +43,7 @@ ARMS = {  # name -> (task, overrides)
     "lm-maps": ("lm", NO_ANALYSIS),
     "lm-no-timeline": ("lm", ["maps.timeline=false"]),  # epoch snapshots only: what the heads timeline adds
     "lm-default": ("lm", []),
+    "lm-foreground": ("lm", ["maps.background=false"]),  # the pictures drawn on the training thread
     "lm-importance": ("lm", ["maps.importance=true"]),
     "classify-off": ("classify", ["task=classify", "maps.enabled=false"]),
     "classify-maps": ("classify", ["task=classify", *NO_ANALYSIS]),
@@ -63,15 +66,21 @@ PARTS = {  # what is timed: (module, attribute) -> label
     ("attnexp.training.maps_callback", "AttentionMaps.on_validation_epoch_end"): "maps (each epoch)",
     ("attnexp.training.maps_callback", "AttentionMaps.on_fit_end"): "maps (GIFs and viewer at the end)",
     ("attnexp.training.maps_callback", "AttentionMaps.on_train_batch_end"): "timeline: readings and every step's check",
-    ("attnexp.training.maps_callback", "AttentionMaps.timeline_picture"): "timeline: pictures",
+    ("attnexp.training.maps_callback", "AttentionMaps.timeline_picture"): "drawing thread: timeline pictures",
+    ("attnexp.training.maps_callback", "AttentionMaps._draw"): "drawing thread: snapshots' pictures, GIF frames",
     ("attnexp.training.maps_callback", "AttentionMaps.finish_timeline"): "timeline: change points at the end",
-    ("attnexp.training.maps_callback", "analyse"): "analysis, all of it",
+    ("attnexp.heads.analysis", "analyse"): "analysis, all of it",
     ("attnexp.heads.roles", "pattern_scores"): "roles: pattern scores",
     ("attnexp.heads.roles", "induction_scores"): "roles: induction scores",
     ("attnexp.heads.importance", "head_importance"): "importance",
     ("attnexp.heads.explain", "rollout"): "rollout",
     ("attnexp.heads.analysis", "relevance"): "relevance",
 }
+
+
+HOOKS = ("maps (start snapshot)", "maps (each epoch)", "maps (GIFs and viewer at the end)",
+         "timeline: readings and every step's check")
+TRAINING_THREAD = "training thread, all of it"  # what training waits for: the hooks above together
 
 
 def timed(task_overrides: list[str], extra: list[str]) -> dict:
@@ -108,6 +117,7 @@ def timed(task_overrides: list[str], extra: list[str]) -> dict:
         for owner, name, f in undo:
             setattr(owner, name, f)
     fit = s["train_time_s"]
+    spent[TRAINING_THREAD] = sum(spent[label] for label in HOOKS)  # the callback's hooks: they do not nest
     return {"fit_s": fit, "epochs": s["epochs"], "seconds": {k: round(v, 3) for k, v in spent.items()},
             "pct_of_fit": {k: round(100 * v / fit, 2) for k, v in spent.items()}}
 
@@ -120,7 +130,7 @@ def parts(extra: list[str], tasks: list[str], tag: str = "") -> None:
         r = timed(ov, extra)
         result["tasks"][task] = r
         print(f"\n{task}: fit {r['fit_s']:.1f} s over {r['epochs']} epochs; share of fit time:")
-        for label in PARTS.values():
+        for label in [*PARTS.values(), TRAINING_THREAD]:
             if label in r["seconds"]:
                 print(f"  {label:36s} {r['seconds'][label]:7.2f} s  {r['pct_of_fit'][label]:6.2f}%")
     import platform

@@ -310,3 +310,22 @@ def test_the_formation_figures_quoted_are_the_result_files():
         row = variants[v]
         assert row["first induction step (mean ± std)"] == "367 ± 29" and row["seeds with an induction head"] == "3/3"
     assert "rotary forms them at step 367 ± 29" in page and "induction heads at step 367 ± 29" in page
+
+
+def test_the_maps_cost_quoted_is_the_benchmarks_files():
+    """docs/maps.md's cost of the maps at the defaults: the training thread's share from --parts, and
+    the whole runs' medians against maps off, with the pictures on their thread and on the training one."""
+    import json
+
+    res = REPO / "scripts" / "results"
+    parts = json.loads((res / "maps_parts_cpu_background.json").read_text())
+    assert parts["overrides"] == ["maps.importance=false"]  # the defaults (--parts alone turns importance on)
+    share = parts["tasks"]["lm"]["pct_of_fit"]["training thread, all of it"]
+    runs = json.loads((res / "maps_overhead_cpu_background.json").read_text())
+    assert runs["repeats"] == 5
+    over = runs["overhead_pct_vs_off"]
+    page = " ".join((REPO / "docs" / "maps.md").read_text().split())
+    assert f"the training thread for {share:.1f}% of the default run's fit time" in page and share <= 5
+    default, fore = over["lm-default"], over["lm-foreground"]
+    assert f"{default['train_time_s']:+.1f}% fit time and {default['wall_time_s']:+.1f}% wall time" in page
+    assert f"{fore['train_time_s']:+.1f}% / {fore['wall_time_s']:+.1f}% with the pictures drawn on the training thread" in page
