@@ -148,7 +148,7 @@ def dashboards(loggers: dict, out_dir: Path) -> list[str]:
         cls = str(spec.get("_target_", "")).rsplit(".", 1)[-1] if isinstance(spec, dict) else ""
         if cls == "TensorBoardLogger":
             folder = Path(str(spec.get("save_dir", out_dir))) / str(spec.get("name") or "")
-            out.append(f"tensorboard --logdir {shlex.quote(str(folder))}")
+            out += [f"tensorboard --logdir {shlex.quote(str(folder))}", f"open {shlex.quote(tensorboard_page())}"]
         elif cls == "MLFlowLogger" and spec.get("tracking_uri"):
             uri = str(spec["tracking_uri"])
             out.append(f"mlflow ui --backend-store-uri {shlex.quote(uri)}" if not uri.startswith("http") else f"open {uri}")
@@ -158,6 +158,21 @@ def dashboards(loggers: dict, out_dir: Path) -> list[str]:
             out.append(f"cat {shlex.quote(str(Path(str(spec.get('save_dir', out_dir))) / str(spec.get('name') or '')))}"
                        f"/metrics.csv")
     return out
+
+
+LOSS_CURVES = ("train/loss", "val/loss")
+
+
+def tensorboard_page(port: int = 6006) -> str:
+    """TensorBoard's Time Series page with the loss curves pinned above every group. Its groups are
+    sorted by tag, so `attn/` (the maps' layer means) comes before `train/` and `val/`, and
+    TensorBoard offers no order of one's own (its maintainers point to tag names or the Custom
+    Scalars tab, tensorflow/tensorboard#865); what it does read from the page's address is which
+    cards are pinned (`pinnedCards`, a JSON list of {plugin, tag})."""
+    import json
+
+    pins = json.dumps([{"plugin": "scalars", "tag": t} for t in LOSS_CURVES], separators=(",", ":"))
+    return f"http://localhost:{port}/?pinnedCards={pins}#timeseries"
 
 
 def task_record(t) -> dict:

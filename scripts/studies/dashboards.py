@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import shutil
 import socket
@@ -133,6 +134,22 @@ def check(url: str) -> dict:
             "scalar_tags": scalar_tags, "image_tags": image_tags, "steps_of_first_image": steps}
 
 
+def first_cards(url: str) -> dict:
+    """The first scalar tags TensorBoard's Time Series page shows, opened plainly and at the page the
+    run names (attnexp.results.summary.tensorboard_page: the loss curves pinned first)."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    from common import page_dom
+
+    from attnexp.results.summary import tensorboard_page
+
+    port = urllib.parse.urlsplit(url).port
+    out = {}
+    for name, page in (("plain", f"{url}/#timeseries"), ("named", tensorboard_page(port))):
+        dom = page_dom(page.replace("localhost", "127.0.0.1"), wait_ms=15000)
+        out[name] = re.findall(r"\b(?:attn|train|val|timeline|align|epoch)/[\w/]+", dom)[:4]
+    return out
+
+
 def problems(found: dict) -> list[str]:
     want = {"val/loss", "val/acc", "train/loss_epoch"}
     out = [f"plugin {p} has no data" for p in ("scalars", "images", "hparams", "custom_scalars")
@@ -140,6 +157,9 @@ def problems(found: dict) -> list[str]:
     out += [f"no scalar {t}" for t in sorted(want - set(found["scalar_tags"]))]
     out += ["no attention-map image"] if not any("attention" in t or "maps" in t for t in found["image_tags"]) else []
     out += ["the maps have fewer than 2 epochs of steps"] if len(set(found["steps_of_first_image"])) < 2 else []
+    named = found.get("first_cards", {}).get("named", [])
+    out += [f"the page the run names does not open on the loss curves (first: {named})"] \
+        if "first_cards" in found and named[:2] != ["train/loss", "val/loss"] else []
     return out
 
 
@@ -228,6 +248,7 @@ def tensorboard_part(args, out: Path) -> None:
         found = check(url)
         for tab, fragment in TABS.items():
             screenshot(f"{url}/#{fragment}", out / f"tensorboard_{tab}.png")
+        found["first_cards"] = first_cards(url)
     print(json.dumps({"run": str(run), **found, "screenshots": [str(out / f"tensorboard_{t}.png") for t in TABS]},
                      indent=2))
     bad = problems(found)

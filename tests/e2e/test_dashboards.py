@@ -27,9 +27,13 @@ def test_tensorboard_shows_a_runs_curves_maps_and_settings(tmp_path):
     r = subprocess.run([sys.executable, "scripts/studies/dashboards.py", "--parts=tensorboard", f"--out={tmp_path}"], cwd=REPO,
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
-    found = json.loads(r.stdout[r.stdout.index("{"):])
+    found = json.loads(r.stdout[r.stdout.rindex("\n{") + 1:])  # after the training run's own lines
     assert {"scalars", "images", "hparams", "custom_scalars"} <= set(found["plugins_with_data"])
     assert {"attention_maps/example0", "head_roles"} <= set(found["image_tags"]) and len(found["steps_of_first_image"]) == 4
+    # TensorBoard's Time Series opens on the maps' groups (align/, attn/: its groups sort by tag); the
+    # page the run names pins the loss curves above them
+    assert found["first_cards"]["plain"][0].split("/")[0] in ("align", "attn"), found["first_cards"]
+    assert found["first_cards"]["named"][:2] == ["train/loss", "val/loss"], found["first_cards"]
     for tab in ("images", "scalars", "custom_scalars"):
         png = tmp_path / f"tensorboard_{tab}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 30_000  # a page, not a blank

@@ -5,7 +5,7 @@ sweep ended without `optuna-dashboard <storage>`)."""
 from __future__ import annotations
 
 from attnexp.results.ending import end_of_run
-from attnexp.results.summary import dashboards
+from attnexp.results.summary import dashboards, tensorboard_page
 from hydra_plugins.attnexp_optuna_sweeper.sweeper import dashboard_command
 
 
@@ -15,11 +15,25 @@ def test_each_logger_names_the_command_that_opens_it(tmp_path):
                              "name": "tensorboard"},
              "mlflow": {"_target_": "lightning.pytorch.loggers.MLFlowLogger", "tracking_uri": f"sqlite:///{tmp_path}/mlflow.db"},
              "wandb": {"_target_": "lightning.pytorch.loggers.WandbLogger", "save_dir": str(run), "offline": True}}
-    assert dashboards(specs, run) == [f"tensorboard --logdir '{run}/tensorboard'",
+    page = tensorboard_page()
+    assert dashboards(specs, run) == [f"tensorboard --logdir '{run}/tensorboard'", f"open '{page}'",
                                       f"mlflow ui --backend-store-uri sqlite:///{tmp_path}/mlflow.db",
                                       f"wandb sync '{run}/wandb'/offline-run-*"]
     block = end_of_run({"status": "completed", "run_dir": str(run), "metrics": {}, "dashboards": dashboards(specs, run)})
     assert f"  view     tensorboard --logdir '{run}/tensorboard'" in block.splitlines()
+
+
+def test_the_tensorboard_page_pins_the_loss_curves_the_module_logs():
+    """TensorBoard sorts its groups by tag (attn/ before train/ and val/); the page the run names pins
+    the loss curves first, in the form TensorBoard 2.21's Time Series reads from its address (the
+    e2e dashboards test opens it in Chromium and finds train/loss first)."""
+    import json
+    import urllib.parse
+
+    url = urllib.parse.urlsplit(tensorboard_page(6007))
+    assert (url.netloc, url.fragment) == ("localhost:6007", "timeseries")
+    pins = json.loads(urllib.parse.parse_qs(url.query)["pinnedCards"][0])
+    assert pins == [{"plugin": "scalars", "tag": "train/loss"}, {"plugin": "scalars", "tag": "val/loss"}]
 
 
 def test_an_optuna_study_names_its_dashboard_without_the_password():
