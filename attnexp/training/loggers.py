@@ -192,12 +192,24 @@ def run_fields(spec: dict, tags: list[str], run_name: str) -> dict:
     if "MLFlow" in target:
         uri, local = str(spec.get("tracking_uri") or ""), {}
         if uri.startswith("sqlite:///"):
-            folder = Path(uri[len("sqlite:///"):]).parent
-            folder.mkdir(parents=True, exist_ok=True)
-            local = {"artifact_location": spec.get("artifact_location") or str(folder.resolve() / "mlartifacts")}
+            db = Path(uri[len("sqlite:///"):])
+            db.parent.mkdir(parents=True, exist_ok=True)
+            local = {"artifact_location": spec.get("artifact_location") or str(db.parent.resolve() / "mlartifacts")}
+            if not db.exists():
+                create_mlflow_store(uri, local["artifact_location"])
         return {**spec, **local, "run_name": spec.get("run_name") or run_name,
                 "tags": {**(spec.get("tags") or {}), **{f"tag.{t}": "true" for t in tags}}}
     return spec
+
+
+def create_mlflow_store(uri: str, artifacts: str) -> None:
+    """A new SQLite store whose Default experiment (id 0, which MLflow creates with every store) keeps
+    its artifacts beside attnexp's, `<artifacts>/0`: created by MLflow's client it pointed at
+    ./mlruns/0 in whatever folder the first run started from, and anything logged there (a notebook's
+    bare mlflow.start_run()) scattered an mlruns/ folder into that working directory."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    SqlAlchemyStore(uri, artifacts).engine.dispose()
 
 
 def sweep_fields(spec: dict, sweep_dir: str | None, swept: list[str], overrides: list[str] | None) -> dict:

@@ -30,6 +30,9 @@ def test_an_mlflow_run_holds_metrics_the_config_tags_maps_and_the_viewer(tmp_pat
     assert r.data.tags["run_dir"] == str(tmp_path / "run")
     # MLflow 3 opened the experiment on its GenAI view ("Traces 0 / No data available") before this tag
     assert client.get_experiment_by_name("attnexp").tags.get("mlflow.experimentKind") == "custom_model_development"
+    # MLflow's Default experiment keeps its artifacts beside attnexp's (it pointed at <cwd>/mlruns/0 before)
+    default = client.get_experiment("0").artifact_location
+    assert default.removeprefix("file://") == str((tmp_path / "runs" / "mlartifacts" / "0").resolve()), default
 
     def files(path=None):
         out = []
