@@ -1,8 +1,13 @@
 """What attnexp patches in submitit: the SLURM watcher's sacct command (SlurmInfoWatcher._make_command),
-wrapped so sacct's "accounting storage is disabled" goes to /dev/null after its first call.
-tests/unit/test_private_apis.py holds it to the installed submitit."""
+wrapped so sacct's "accounting storage is disabled" goes to /dev/null after its first call; and its
+poll (`update`), followed by squeue for the jobs sacct could not report. tests/unit/test_private_apis.py
+holds both to the installed submitit."""
 
 from __future__ import annotations
+
+import subprocess
+
+LEFT_QUEUE = "LEFT_QUEUE"  # not a SLURM state: squeue no longer lists the job, so it has ended
 
 
 def quiet_sacct(watcher) -> None:
@@ -19,3 +24,46 @@ def quiet_sacct(watcher) -> None:
 
     watcher._make_command = command
     watcher._attnexp_quiet = True
+
+
+def squeue_when_sacct_cannot(watcher) -> None:
+    """Wrap `watcher.update` once: after sacct's poll, each job whose state is still UNKNOWN (sacct
+    failed, as it does on every poll of a cluster without accounting) takes its state from squeue,
+    and a job squeue no longer lists takes LEFT_QUEUE. submitit counts UNKNOWN as not finished and
+    waits on it for ever, so a job that died before Python (a broken setup line, a missing
+    interpreter: no result file, ever) hung its sweep; now the job counts as ended, and submitit
+    looks for its result file (results_timeout_s, for slow file systems) and reports the job, with
+    its stderr, when there is none."""
+    if getattr(watcher, "_attnexp_squeue", False):
+        return
+    update = watcher.update
+    ours: set[str] = set()  # the jobs whose state squeue gave: asked of sacct again at every poll
+
+    def poll():
+        for j in ours - watcher._finished:
+            (watcher._info_dict.get(j) or {}).pop("State", None)
+        update()
+        unknown = sorted(j for j in watcher._registered - watcher._finished
+                         if (watcher._info_dict.get(j) or {}).get("State", "UNKNOWN") == "UNKNOWN")
+        states = squeue_states({j.split("_")[0] for j in unknown}) if unknown else None
+        for j in unknown if states is not None else ():
+            watcher._info_dict[j] = {**(watcher._info_dict.get(j) or {}), "State": states.get(j, LEFT_QUEUE)}
+            ours.add(j)
+            if watcher.is_done(j, mode="cache"):
+                watcher._finished.add(j)
+
+    watcher.update = poll
+    watcher._attnexp_squeue = True
+
+
+def squeue_states(job_ids: set[str]) -> dict[str, str] | None:
+    """{job id (array tasks as 123_4): state} of these jobs as squeue lists them; {} when it knows
+    none of them (ended and gone); None when squeue itself cannot say (no controller)."""
+    try:
+        r = subprocess.run(["squeue", "-h", "-r", "-o", "%i|%T", "-j", ",".join(sorted(job_ids))], capture_output=True,
+                           text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if r.returncode != 0:
+        return {} if "Invalid job id" in r.stderr else None
+    return dict(line.strip().split("|", 1) for line in r.stdout.splitlines() if "|" in line)

@@ -104,6 +104,7 @@ def quiet_sacct() -> None:
         for h in list(lg.handlers):  # Hydra's root handler prints (and logs) it: not twice
             lg.removeHandler(h)
         lg.propagate = True
-    from attnexp.compat.submitit import quiet_sacct
+    from attnexp.compat.submitit import quiet_sacct, squeue_when_sacct_cannot
 
     quiet_sacct(SlurmJob.watcher)
+    squeue_when_sacct_cannot(SlurmJob.watcher)  # without accounting, a job that died before Python hung the sweep

@@ -73,6 +73,18 @@ def test_a_two_job_sweep_runs_on_slurm(cluster, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_job_that_dies_before_python_ends_the_sweep_instead_of_hanging_it(cluster, tmp_path):
+    """Without accounting sacct cannot say a job ended, and submitit waited on its UNKNOWN state for
+    ever when the job died before Python wrote a result (here: a setup line that exits): the sweep
+    hung (past 240 s before the squeue fallback, compat.submitit.squeue_when_sacct_cannot). Now it
+    ends, naming the job and where its logs are."""
+    r = sweep(["seed=0", "trainer.max_epochs=1", "data.n_sentences=300", f"hydra.sweep.dir={tmp_path}",
+               "+hydra.launcher.setup=[exit 3]"], cluster, tmp_path, timeout=180)
+    assert r.returncode != 0 and "has not produced any output (state: LEFT_QUEUE)" in r.stderr, r.stderr[-3000:]
+    assert "_log.out" in r.stderr and not summaries(tmp_path)
+
+
+@pytest.mark.slow
 def test_a_job_slurm_signals_is_requeued_and_resumes_to_completion(cluster, tmp_path):
     """SLURM signals the running job (USR2, what it sends before a time limit or at a preemption; sent
     here with scancel once the job has saved an epoch): the job stops after its step with

@@ -59,6 +59,29 @@ def test_submitits_slurm_watcher_command_is_what_quiet_sacct_wraps():
     assert first[0] == "sacct" and watcher._make_command() == ["sh", "-c", '"$@" 2>/dev/null', "sh", *first]
 
 
+def test_submitits_watcher_state_is_what_squeue_when_sacct_cannot_fills_in():
+    """squeue_when_sacct_cannot reads and writes the watcher's _registered, _finished and _info_dict
+    around its update(); a job squeue no longer lists (here: no controller knows it) counts as done."""
+    pytest.importorskip("submitit", reason="needs submitit (pip install -e '.[cluster]')")
+    from submitit.slurm.slurm import SlurmInfoWatcher
+
+    from attnexp.compat import submitit as s
+
+    watcher = SlurmInfoWatcher(delay_s=60)
+    assert isinstance(watcher._info_dict, dict) and isinstance(watcher._finished, set), "SlurmInfoWatcher changed"
+    watcher._make_command = lambda: None  # no sacct call: its state stays UNKNOWN, as without accounting
+    s.squeue_when_sacct_cannot(watcher)
+    watcher.register_job("7_1")
+    real = s.squeue_states
+    s.squeue_states = lambda ids: {} if ids == {"7"} else None  # squeue lists none of them (this is no cluster)
+    try:
+        watcher.update()
+    finally:
+        s.squeue_states = real
+    assert watcher.get_state("7_1", mode="cache") == s.LEFT_QUEUE and watcher.is_done("7_1", mode="cache")
+    assert "7_1" in watcher._finished
+
+
 def test_sklearns_newsgroup_strippers():
     pytest.importorskip("sklearn", reason="needs scikit-learn (pip install -e '.[newsgroups]')")
     from attnexp.compat.sklearn import newsgroup_strippers
