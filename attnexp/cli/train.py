@@ -66,9 +66,9 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
         argv, sweep_root = sweep_arguments(argv, overrides, folder)
     sys.argv = ["attnexp train", *argv]
     if multirun:
-        from attnexp.launch.sweeps import quiet_sacct
+        from attnexp.launch.sweeps import adapt_submitit
 
-        quiet_sacct()
+        adapt_submitit()
     hydra_task(overrides, multirun, started)()
     if sweep_root and nothing_ran(sweep_root):
         return 0  # an Optuna study that already had its trials: said so, with its best; no sweep folder

@@ -67,3 +67,42 @@ def squeue_states(job_ids: set[str]) -> dict[str, str] | None:
     if r.returncode != 0:
         return {} if "Invalid job id" in r.stderr else None
     return dict(line.strip().split("|", 1) for line in r.stdout.splitlines() if "|" in line)
+
+
+def lost_job_line(error: Exception) -> str:
+    """submitit's UncompletedJobError (a job that ended without writing its result) in one line: the
+    job, its state, where its logs are and the last line of its error stream, and what to do."""
+    import re
+
+    text = str(error)
+    job, state, path = (re.search(rx, text) for rx in (r"Job (\S+)", r"\(state: ([^)]*)\)", r"with path (\S+)_result\.pkl"))
+    stream = text.split("-" * 40, 1)[1] if "Error stream produced" in text and "-" * 40 in text else ""
+    last = next((line.strip() for line in reversed(stream.splitlines()) if line.strip()), "")
+    why = ": squeue no longer lists it, perhaps it died before Python started" if state and state[1] == LEFT_QUEUE else ""
+    return (f"SLURM job {job[1] if job else '?'} ended without a result (state {state[1] if state else '?'}{why}); "
+            f"its logs: {path[1] + '_log.err' if path else '?'} and _log.out"
+            + (f"; its last error line: {last[:300]}" if last else "")
+            + "; the sweep's other jobs go on (squeue --me), and the same command with resume=auto continues the sweep")
+
+
+def lost_jobs_in_one_line() -> None:
+    """Wrap the Hydra submitit launcher's `launch` once: a job that ended without its result raised
+    submitit's UncompletedJobError through Hydra, which printed it under a traceback; it is now a
+    CompactHydraException, which Hydra prints as its one line (lost_job_line), exiting 1."""
+    from hydra.errors import CompactHydraException
+    from submitit.core.utils import UncompletedJobError
+
+    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher
+
+    if getattr(BaseSubmititLauncher, "_attnexp_lost_jobs", False):
+        return
+    launch = BaseSubmititLauncher.launch
+
+    def wrapped(self, *args, **kwargs):
+        try:
+            return launch(self, *args, **kwargs)
+        except UncompletedJobError as e:
+            raise CompactHydraException("attnexp: " + lost_job_line(e)) from None
+
+    BaseSubmititLauncher.launch = wrapped
+    BaseSubmititLauncher._attnexp_lost_jobs = True

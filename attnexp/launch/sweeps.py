@@ -86,12 +86,13 @@ class _Once:
         return True
 
 
-def quiet_sacct() -> None:
+def adapt_submitit() -> None:
     """submitit polls `sacct` for job states. On a cluster without accounting, sacct fails every poll:
     submitit then warned each time (three lines, every few seconds) and sacct printed "Slurm accounting
     storage is disabled" to the terminal. Its warning now appears once (`_Once`), and sacct's own
-    stderr only on the first poll. (submitit offers no setting for either: its watcher's command is
-    wrapped here.)"""
+    stderr only on the first poll; the jobs' states come from squeue instead, so a job that died
+    before Python ends the sweep (it hung it), said in one line. (submitit offers no setting for
+    any of it: compat.submitit wraps its watcher and Hydra's launcher.)"""
     try:
         from submitit.slurm.slurm import SlurmJob
     except ImportError:
@@ -104,7 +105,11 @@ def quiet_sacct() -> None:
         for h in list(lg.handlers):  # Hydra's root handler prints (and logs) it: not twice
             lg.removeHandler(h)
         lg.propagate = True
-    from attnexp.compat.submitit import quiet_sacct, squeue_when_sacct_cannot
+    from attnexp.compat.submitit import lost_jobs_in_one_line, quiet_sacct, squeue_when_sacct_cannot
 
     quiet_sacct(SlurmJob.watcher)
     squeue_when_sacct_cannot(SlurmJob.watcher)  # without accounting, a job that died before Python hung the sweep
+    try:
+        lost_jobs_in_one_line()  # such a job is said in one line, not under a traceback
+    except ImportError:  # submitit without Hydra's launcher plugin: nothing launches through it
+        pass

@@ -77,11 +77,13 @@ def test_a_job_that_dies_before_python_ends_the_sweep_instead_of_hanging_it(clus
     """Without accounting sacct cannot say a job ended, and submitit waited on its UNKNOWN state for
     ever when the job died before Python wrote a result (here: a setup line that exits): the sweep
     hung (past 240 s before the squeue fallback, compat.submitit.squeue_when_sacct_cannot). Now it
-    ends, naming the job and where its logs are."""
+    ends with one line naming the job and where its logs are (it was submitit's error under a traceback)."""
     r = sweep(["seed=0", "trainer.max_epochs=1", "data.n_sentences=300", f"hydra.sweep.dir={tmp_path}",
                "+hydra.launcher.setup=[exit 3]"], cluster, tmp_path, timeout=180)
-    assert r.returncode != 0 and "has not produced any output (state: LEFT_QUEUE)" in r.stderr, r.stderr[-3000:]
-    assert "_log.out" in r.stderr and not summaries(tmp_path)
+    said = [line for line in r.stderr.splitlines() if line.startswith("attnexp: SLURM job")]
+    assert r.returncode == 1 and len(said) == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert "ended without a result (state LEFT_QUEUE: squeue no longer lists it" in said[0], said
+    assert "_log.err" in said[0] and "resume=auto" in said[0] and not summaries(tmp_path)
 
 
 @pytest.mark.slow

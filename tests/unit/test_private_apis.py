@@ -111,3 +111,21 @@ def test_no_private_part_of_these_libraries_is_used_outside_compat():
     found = [f"{p.relative_to(repo)}:{i}" for root in ("attnexp", "hydra_plugins") for p in (repo / root).rglob("*.py")
              if "compat" not in p.parts for i, line in enumerate(p.read_text().splitlines(), 1) if private.search(line)]
     assert found == [], f"private library parts used outside attnexp/compat/: {found}"
+
+
+def test_hydras_submitit_launcher_is_what_lost_jobs_in_one_line_wraps():
+    """lost_jobs_in_one_line wraps BaseSubmititLauncher.launch and turns submitit's UncompletedJobError,
+    whose text lost_job_line reads, into Hydra's one-line CompactHydraException."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="needs hydra-submitit-launcher ('.[cluster]')")
+    from submitit.core.utils import UncompletedJobError
+
+    from attnexp.compat import submitit as s
+    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher
+
+    assert "launch" in vars(BaseSubmititLauncher) and issubclass(UncompletedJobError, Exception)
+    # submitit's own words for a job without a result (core.Job._get_outcome_and_result)
+    text = ("Job 12_3 (task: 0) with path /runs/.submitit/12_3/12_3_0_result.pkl\nhas not produced any output "
+            "(state: LEFT_QUEUE)\nError stream produced:\n" + "-" * 40 + "\n/bin/sh: python: not found\n")
+    line = s.lost_job_line(UncompletedJobError(text))
+    assert "\n" not in line and line.startswith("SLURM job 12_3 ended without a result (state LEFT_QUEUE: squeue")
+    assert "/runs/.submitit/12_3/12_3_0_log.err" in line and "its last error line: /bin/sh: python: not found" in line
