@@ -10,6 +10,7 @@ own process: its resident set on a CPU, torch's allocator peak on a GPU).
 
     python scripts/bench/cross_entropy.py                         # GPT-2's vocabulary and width, 8 x 512 tokens
     python scripts/bench/cross_entropy.py --tokens 2048 --vocab 32000 --repeats 5
+    python scripts/gpu/suite.py --parts cross-entropy               # on a GPU: the allocator's peak too
 
 Prints a table and writes scripts/results/cross_entropy_<device>.json. It is kept in the training
 step only if it pays: faster, or the memory it saves lets a run fit that did not.
@@ -68,9 +69,9 @@ def inputs(n: int, d: int, vocab: int, device: str, seed: int = 0):
     return h, weight, labels.to(device)
 
 
-def step(arm: str, h, weight, labels) -> tuple[torch.Tensor, torch.Tensor]:
+def step(arm: str, h, weight, labels, chunk: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
     h.grad = weight.grad = None
-    loss, hits = ARMS[arm](h, weight, labels)
+    loss, hits = full(h, weight, labels) if arm == "full" else chunked(h, weight, labels, chunk)
     (loss / (labels != IGNORE).sum()).backward()
     return loss.detach(), hits
 
@@ -80,7 +81,7 @@ def same(args) -> dict:
     h, weight, labels = inputs(args.tokens, args.d, args.vocab, args.device)
     out = {}
     for arm in ARMS:
-        loss, hits = step(arm, h, weight, labels)
+        loss, hits = step(arm, h, weight, labels, args.chunk)
         out[arm] = (loss, hits, h.grad.clone(), weight.grad.clone())
     (la, ca, ha, wa), (lb, cb, hb, wb) = out["full"], out["chunked"]
     return {"loss_rel_diff": float((la - lb).abs() / la.abs()), "hits_equal": bool(ca == cb),
@@ -102,7 +103,7 @@ def one_arm_memory(args) -> None:
     else:
         before = _status_kib("VmRSS:")
         Path("/proc/self/clear_refs").write_text("5")  # the high-water mark back to the resident set now
-    step(args.arm, h, weight, labels)
+    step(args.arm, h, weight, labels, args.chunk)
     if args.device == "cuda":
         peak = (torch.cuda.max_memory_allocated() - before) / 2**20
     else:
@@ -113,14 +114,14 @@ def one_arm_memory(args) -> None:
 def timings(args) -> dict[str, list[float]]:
     h, weight, labels = inputs(args.tokens, args.d, args.vocab, args.device)
     for arm in ARMS:  # warm-up
-        step(arm, h, weight, labels)
+        step(arm, h, weight, labels, args.chunk)
     out: dict[str, list[float]] = {a: [] for a in ARMS}
     for i in range(args.repeats):
         for arm in ARMS if i % 2 == 0 else list(ARMS)[::-1]:
             if args.device == "cuda":
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
-            step(arm, h, weight, labels)
+            step(arm, h, weight, labels, args.chunk)
             if args.device == "cuda":
                 torch.cuda.synchronize()
             out[arm].append(time.perf_counter() - t0)
@@ -132,29 +133,39 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=8 * 512)
     ap.add_argument("--d", type=int, default=768)
     ap.add_argument("--vocab", type=int, default=50257)
+    ap.add_argument("--chunk", type=int, default=1024, help="tokens a chunk")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--out", default=str(REPO / "scripts" / "results"), help="folder of the result file")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes (the GPU suite's smoke test)")
     ap.add_argument("--arm", help=argparse.SUPPRESS)  # one arm's memory, in a child process
     args = ap.parse_args()
+    if args.smoke:  # several chunks, so the check is not of one chunk against itself; no memory processes
+        args.tokens, args.d, args.vocab, args.repeats, args.chunk = 256, 64, 1000, 1, 64
     if args.arm:
         return one_arm_memory(args)
     check = same(args)
     times = timings(args)
-    flags = [f"--tokens={args.tokens}", f"--d={args.d}", f"--vocab={args.vocab}", f"--device={args.device}"]
-    memory = {arm: json.loads(subprocess.run([sys.executable, __file__, *flags, f"--arm={arm}"], capture_output=True,
-                                             text=True, check=True).stdout)["peak_mib"] for arm in ARMS}
+    flags = [f"--tokens={args.tokens}", f"--d={args.d}", f"--vocab={args.vocab}", f"--device={args.device}",
+             f"--chunk={args.chunk}"]
+    memory = {arm: None if args.smoke else json.loads(subprocess.run(
+        [sys.executable, __file__, *flags, f"--arm={arm}"], capture_output=True, text=True, check=True).stdout)["peak_mib"]
+        for arm in ARMS}
     med = {a: statistics.median(t) for a, t in times.items()}
     device = f"{args.device} ({platform.machine()}, {torch.get_num_threads()} threads)" if args.device == "cpu" else \
         torch.cuda.get_device_name()
     result = {"device": device, "torch": torch.__version__, "tokens": args.tokens, "d": args.d, "vocab": args.vocab,
               "repeats": args.repeats, "same": check, "median_s": med, "times_s": times, "peak_mib": memory,
               "chunked_vs_full_time": round(med["chunked"] / med["full"], 3),
-              "chunked_vs_full_memory": round(memory["chunked"] / memory["full"], 3) if memory["full"] > 0 else None}
+              "chunk": args.chunk,
+              "chunked_vs_full_memory": round(memory["chunked"] / memory["full"], 3) if memory["full"] else None}
     print(f"{device}: {args.tokens} tokens, d={args.d}, vocabulary {args.vocab}; same loss and gradients: {check}")
     for arm in ARMS:
-        print(f"  {arm:8s} forward + backward {med[arm] * 1e3:8.1f} ms   peak {memory[arm]:8.1f} MiB")
-    print(f"  chunked / full: time {result['chunked_vs_full_time']:.2f}x, memory {result['chunked_vs_full_memory']}x")
-    out = REPO / "scripts" / "results" / f"cross_entropy_{'gpu' if args.device == 'cuda' else 'cpu'}.json"
+        peak = f"   peak {memory[arm]:.1f} MiB" if memory[arm] else ""
+        print(f"  {arm:8s} forward + backward {med[arm] * 1e3:8.1f} ms{peak}")
+    mem = result["chunked_vs_full_memory"]
+    print(f"  chunked / full: time {result['chunked_vs_full_time']:.2f}x, memory " + (f"{mem:.2f}x" if mem else "not measured"))
+    out = Path(args.out) / f"cross_entropy_{'gpu' if args.device == 'cuda' else 'cpu'}{'_smoke' if args.smoke else ''}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
 
 

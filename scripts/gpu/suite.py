@@ -11,10 +11,12 @@
                  plain PyTorch loop and a bare LightningModule, GPT-2-small-sized on sequences of ~1000
                  tokens, 3 interleaved repeats, then each arm once under torch.profiler (GPU busy share,
                  the longest GPU gaps and what the host did then)
-  5. newsgroups  scripts/studies/newsgroups.py: the preset and larger settings, raw and cleaned posts,
+  5. cross-entropy  scripts/bench/cross_entropy.py: the training step's loss at GPT-2's vocabulary against
+                 a chunked one under activation checkpointing: same loss, time, the allocator's peak
+  6. newsgroups  scripts/studies/newsgroups.py: the preset and larger settings, raw and cleaned posts,
                  against TF-IDF + linear SVM (read from
                  scripts/results/newsgroups_baseline.json, which `--baseline-only` computes on the CPU)
-  6. finetune    scripts/studies/finetune.py --choose: a real pretrained encoder (--pretrained, default
+  7. finetune    scripts/studies/finetune.py --choose: a real pretrained encoder (--pretrained, default
                  ../shared/models/all-MiniLM-L6-v2) fine-tuned on 20 Newsgroups at its full length (512
                  tokens), three learning rates, the best on validation tested once (raw and cleaned posts)
 
@@ -47,7 +49,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from common import markdown_table  # noqa: E402
 
-PARTS = ("cuda-tests", "kernels", "model", "overhead", "newsgroups", "finetune")
+PARTS = ("cuda-tests", "kernels", "model", "overhead", "cross-entropy", "newsgroups", "finetune")
 # GPT-2-small-sized training on the synthetic copy task: ~1000-token sequences, the same batches for both arms
 GPT2 = ["model=gpt2", "data=synthetic", "data.length=498", "data.max_len=1000", "data.n_symbols=64", "data.n_train=512",
         "data.n_val=64", "data.batch_size=8", "trainer.max_epochs=2", "maps.enabled=false", "test=false"]
@@ -141,6 +143,9 @@ def commands(args, out: Path, pretrained: Path) -> dict[str, list[tuple[str, lis
                                    f"--arms={'plain,bare,lean' if s else args.overhead_arms}", f"--out={out}",
                                    *(["data.n_sentences=300", "trainer.max_epochs=2"] if s else ["--tag=_gpt2", *GPT2])],
                       200 if s else 140 * len(args.overhead_arms.split(",")), "overhead.log")],
+        # the training step's loss against a chunked, checkpointed one at GPT-2's vocabulary: time and the allocator's peak
+        "cross-entropy": [("cross-entropy", [py, "scripts/bench/cross_entropy.py", f"--out={out}", "--repeats=5",
+                                             *(["--smoke"] if s else [])], 120, "cross_entropy.log")],
         "newsgroups": [(f"newsgroups {tag}", [*newsgroups, f"--tag=_{tag}", f"--minutes={0.5 if s else args.newsgroups_minutes}",
                                               *(tiny if s else NEWSGROUPS[tag])],
                         180 if s else 60 * n_settings * (args.newsgroups_minutes + 1.5), f"newsgroups_{tag}.log")

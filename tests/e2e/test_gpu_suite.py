@@ -25,10 +25,10 @@ def test_gpu_suite_smoke_runs_every_part(tmp_path):
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     suite = json.loads((tmp_path / "suite.json").read_text())
-    parts = {"cuda-tests", "kernels", "model", "overhead", "newsgroups"}
+    parts = {"cuda-tests", "kernels", "model", "overhead", "cross-entropy", "newsgroups"}
     pretrained = (REPO.parent / "shared" / "models" / "all-MiniLM-L6-v2" / "config.json").is_file()
     assert set(suite["parts"]) == parts | ({"finetune"} if pretrained else set()) and suite["torch"]
-    for name in ("kernels_cpu_smoke.json", "model_cpu_smoke.json", "framework_overhead_cpu.json",
+    for name in ("kernels_cpu_smoke.json", "model_cpu_smoke.json", "framework_overhead_cpu.json", "cross_entropy_cpu_smoke.json",
                  "newsgroups_cpu_preset.json", "suite.md", *(["finetune_choice_cpu_smoke.json"] if pretrained else [])):
         assert (tmp_path / name).is_file(), name
     if pretrained:  # the candidates on raw posts, the best on validation the one tested, raw and cleaned
@@ -36,6 +36,8 @@ def test_gpu_suite_smoke_runs_every_part(tmp_path):
         vals = [c["best_val_acc"] for c in choice["candidates"]]
         assert len(vals) == 3 and choice["chosen"]["raw"]["candidate"] == choice["candidates"][vals.index(max(vals))]["candidate"]
         assert {t: 0 <= r["test_acc"] <= 1 for t, r in choice["chosen"].items()} == {"raw": True, "clean": True}
+    ce = json.loads((tmp_path / "cross_entropy_cpu_smoke.json").read_text())
+    assert ce["same"]["hits_equal"] and ce["same"]["loss_rel_diff"] < 1e-5 and ce["chunked_vs_full_time"] > 0
     overhead = json.loads((tmp_path / "framework_overhead_cpu.json").read_text())
     assert set(overhead["profile"]) == {"lean"}, overhead.get("profile")  # the smoke profiles attnexp's arm only
     assert all(p["steps"] >= 1 and p["top_host_ops"] for p in overhead["profile"].values())
