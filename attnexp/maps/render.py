@@ -171,23 +171,24 @@ class Animation:
 
     def write(self, path) -> None:
         """The GIF, whole or not at all (a full disk left a 0-byte GIF behind)."""
-        if self.header is None:
-            return
-        path = Path(path)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            tmp.write_bytes(self.header + b"".join(self.frames) + b";")
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        if self.header is not None:
+            write_whole(path, self.header + b"".join(self.frames) + b";")
 
 
 def write_png(img: Image.Image, path) -> None:
     """A picture written whole or not at all (a full disk left a 0-byte timeline.png behind)."""
+    write_whole(path, to_png(img))
+
+
+def write_whole(path, data: bytes | None = None, write=None) -> None:
+    """A file whole or not at all: `data`, or what `write(file)` writes, goes to a temporary file
+    beside `path` that replaces it once complete and is removed if anything fails (a full disk left
+    0-byte pictures behind, and with pictures drawn beside training, a snapshot's grids too)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_bytes(to_png(img))
+        with open(tmp, "wb") as f:
+            f.write(data) if write is None else write(f)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
