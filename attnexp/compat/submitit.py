@@ -1,7 +1,8 @@
 """What attnexp patches in submitit: the SLURM watcher's sacct command (SlurmInfoWatcher._make_command),
-wrapped so sacct's "accounting storage is disabled" goes to /dev/null after its first call; and its
-poll (`update`), followed by squeue for the jobs sacct could not report. tests/unit/test_private_apis.py
-holds both to the installed submitit."""
+wrapped so sacct's "accounting storage is disabled" goes to /dev/null after its first call; its poll
+(`update`), followed by squeue for the jobs sacct could not report; and Hydra's submitit launcher,
+whose lost job (submitit's UncompletedJobError) is said in one line. tests/unit/test_private_apis.py
+holds each to the installed versions."""
 
 from __future__ import annotations
 
