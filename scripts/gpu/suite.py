@@ -199,8 +199,8 @@ def write_summary(out: Path, meta: dict) -> None:
              "", markdown_table([[f"{name} {tag}".strip(), rr["status"], rr["seconds"]] for name, r in meta["parts"].items()
                                  for tag, rr in (r.items() if name == "newsgroups" else [("", r)])],
                                 ["part", "outcome", "seconds"])]
-    lines += ["", "Figures: kernels_*.md, model_*.md, framework_overhead_*.json, newsgroups_*.md, finetune_choice_*.md "
-              "(the pretrained encoder) in this folder."]
+    lines += ["", "Figures: kernels_*.md, model_*.md, framework_overhead_*.json, cross_entropy_*.json, newsgroups_*.md, "
+              "finetune_choice_*.md (the pretrained encoder) in this folder."]
     (out / "suite.md").write_text("\n".join(lines) + "\n")
 
 
