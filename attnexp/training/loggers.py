@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lightning.pytorch.loggers import CSVLogger, Logger, MLFlowLogger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.utilities import rank_zero_only
 
 from attnexp.compat.lightning import wandb_started
 
@@ -195,21 +196,26 @@ def run_fields(spec: dict, tags: list[str], run_name: str) -> dict:
             db = Path(uri[len("sqlite:///"):])
             db.parent.mkdir(parents=True, exist_ok=True)
             local = {"artifact_location": spec.get("artifact_location") or str(db.parent.resolve() / "mlartifacts")}
-            if not db.exists():
-                create_mlflow_store(uri, local["artifact_location"])
+            if not db.exists() and rank_zero_only.rank == 0:  # one creator: DDP's other ranks never log to it
+                create_mlflow_store(db, uri, local["artifact_location"])
         return {**spec, **local, "run_name": spec.get("run_name") or run_name,
                 "tags": {**(spec.get("tags") or {}), **{f"tag.{t}": "true" for t in tags}}}
     return spec
 
 
-def create_mlflow_store(uri: str, artifacts: str) -> None:
+def create_mlflow_store(db: Path, uri: str, artifacts: str) -> None:
     """A new SQLite store whose Default experiment (id 0, which MLflow creates with every store) keeps
     its artifacts beside attnexp's, `<artifacts>/0`: created by MLflow's client it pointed at
     ./mlruns/0 in whatever folder the first run started from, and anything logged there (a notebook's
-    bare mlflow.start_run()) scattered an mlruns/ folder into that working directory."""
+    bare mlflow.start_run()) scattered an mlruns/ folder into that working directory. Two jobs of a
+    sweep that start together may both create it: the one that loses finds it made and goes on."""
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
-    SqlAlchemyStore(uri, artifacts).engine.dispose()
+    try:
+        SqlAlchemyStore(uri, artifacts).engine.dispose()
+    except Exception:
+        if not db.exists():
+            raise
 
 
 def sweep_fields(spec: dict, sweep_dir: str | None, swept: list[str], overrides: list[str] | None) -> dict:
