@@ -4,6 +4,9 @@ notebook's pretrained tokenizer, `compare` with no folder, a data config built o
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -32,3 +35,18 @@ def default_cache_dir() -> str:
     from omegaconf import OmegaConf
 
     return str(OmegaConf.create({"cache_dir": default_paths()["cache_dir"]}).cache_dir)
+
+
+@contextmanager
+def whole(path: Path | str) -> Iterator[Path]:
+    """Write a file whole or not at all: yields a temporary path beside `path` (`.<name>.<pid>.tmp`,
+    the name training.build.remove_orphans clears after a kill) that replaces `path` once the block
+    completes and is removed if anything in it fails (a full disk once left 0-byte pictures, GIFs
+    and records behind). Every file attnexp writes in place goes through it."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from attnexp.config import ConfigError
+from attnexp.config.paths import whole
 
 SUBWORD_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -125,7 +126,6 @@ def get_tokenizer(spec: str | None, texts_fn, cache_dir: Path, key: dict, kind: 
         return finish(read_tokenizer(str(path), "the cached tokenizer"), max_len), False
     tok = train_tokenizer(texts_fn(), kind, vocab_size, lowercase)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tok.save(str(tmp))
-    tmp.replace(path)
+    with whole(path) as tmp:  # whole or not at all, and two processes never share a temporary name
+        tok.save(str(tmp))
     return finish(tok, max_len), True

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from attnexp.config.paths import whole
 
 FILE = "timeline.jsonl"
 FORMAT = 1
@@ -126,12 +127,8 @@ class Writer:
         self.header = {"attnexp_timeline": FORMAT, "layers": int(layers), "heads": int(heads)}
         kept = [r.line() for r in self.readings]
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        try:
+        with whole(self.path) as tmp:
             tmp.write_text("".join(line + "\n" for line in [json.dumps(self.header), *kept]))
-            os.replace(tmp, self.path)
-        finally:
-            tmp.unlink(missing_ok=True)
 
     def append(self, reading: Reading) -> None:
         shape = next(iter(reading.values.values())).shape if reading.values else (0, 0)

@@ -9,13 +9,12 @@ to write and doubles as the GIF frames."""
 from __future__ import annotations
 
 import io
-import os
 from functools import cache, lru_cache
-from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from attnexp.config.paths import whole
 from attnexp.maps.view import LUT, SCALES, colours, fit, is_signed, rows_note, scaled
 
 MAX_LABELS = 48  # beyond this many tokens, label every k-th so the labels stay readable
@@ -166,32 +165,21 @@ class Animation:
             self.header = b"".join(GifImagePlugin.getheader(frame.copy(), info={"loop": 0, "duration": self.ms})[0])
         self.frames.append(b"".join(GifImagePlugin.getdata(frame, duration=self.ms)))
 
-    def __len__(self) -> int:
-        return len(self.frames)
-
     def write(self, path) -> None:
         """The GIF, whole or not at all (a full disk left a 0-byte GIF behind)."""
         if self.header is not None:
-            write_whole(path, self.header + b"".join(self.frames) + b";")
+            write_bytes(path, self.header + b"".join(self.frames) + b";")
 
 
 def write_png(img: Image.Image, path) -> None:
     """A picture written whole or not at all (a full disk left a 0-byte timeline.png behind)."""
-    write_whole(path, to_png(img))
+    write_bytes(path, to_png(img))
 
 
-def write_whole(path, data: bytes | None = None, write=None) -> None:
-    """A file whole or not at all: `data`, or what `write(file)` writes, goes to a temporary file
-    beside `path` that replaces it once complete and is removed if anything fails (a full disk left
-    0-byte pictures behind, and with pictures drawn beside training, a snapshot's grids too)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data) if write is None else write(f)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+def write_bytes(path, data: bytes) -> None:
+    """`data` as the file `path`, whole or not at all (config.paths.whole)."""
+    with whole(path) as tmp:
+        tmp.write_bytes(data)
 
 
 def importance(imp_LH: np.ndarray, layer_L: np.ndarray | None, title: str) -> Image.Image:

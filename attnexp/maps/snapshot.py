@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from attnexp.config import MapsConfig
+from attnexp.config.paths import whole
 from attnexp.heads import quantities
 from attnexp.heads.quantities import STAT_PREFIX
 from attnexp.heads.record import Analysis
@@ -252,13 +253,11 @@ def write(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, reading: Analys
     a = reading
     members = {quantities.member(k): v for k, v in a.scores.items()}
     T = max(probe.lengths)  # tokens as a (B, T) string array padded with "": no pickled objects, np.load reads it safely
-    from attnexp.maps.render import write_whole
-
     path = Path(out_dir) / f"{stem}.npz"
-    write_whole(path, write=lambda f: np.savez_compressed(
-        f, weights=w.astype(np.dtype(view.dtype)), lengths=np.array(probe.lengths),
-        tokens=np.array([list(t) + [""] * (T - len(t)) for t in probe.tokens], dtype=str), **members,
-        **analysis_members(a), **meta))
+    with whole(path) as tmp, open(tmp, "wb") as f:  # a file object: savez would add .npz to the temporary name
+        np.savez_compressed(f, weights=w.astype(np.dtype(view.dtype)), lengths=np.array(probe.lengths),
+                            tokens=np.array([list(t) + [""] * (T - len(t)) for t in probe.tokens], dtype=str),
+                            **members, **analysis_members(a), **meta)
     return path
 
 
@@ -274,7 +273,7 @@ def draw(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, reading: Analysi
     a = reading
     pictures = head_pictures(a, title)
     for name, (_, png) in pictures.items():
-        render.write_whole(out_dir / f"{stem}_{name}.png", png)  # whole or not at all, as every picture
+        render.write_bytes(out_dir / f"{stem}_{name}.png", png)  # whole or not at all, as every picture
     grids = []
     scores = a.scores.get("alignment")
     note = " · (alignment score)" if scores is not None else ""
@@ -285,6 +284,6 @@ def draw(out_dir: Path, stem: str, w: np.ndarray, probe: Probe, reading: Analysi
                                             head_scores=scores, scale=view.scale, long=view.long,
                                             head_labels=a.roles, extra=panels))
         png = render.to_png(img)
-        render.write_whole(example_png(out_dir, stem, b), png)
+        render.write_bytes(example_png(out_dir, stem, b), png)
         grids.append((img, png))
     return grids, pictures

@@ -34,6 +34,7 @@ import torch
 
 from attnexp import attention
 from attnexp.config import AttentionConfig, ConfigError, ModelConfig, hub_offline
+from attnexp.config.paths import whole
 
 KINDS = {"bert": "BERT-family encoder", "gpt2": "GPT-2-family decoder"}
 
@@ -213,7 +214,6 @@ def converted_tokenizer(folder: Path, cache_dir: str | None = None) -> Path:
     """The fast tokenizer transformers builds from a checkpoint's slow-tokenizer files (vocab.txt),
     saved once as tokenizer.json in the cache, keyed by the files it was built from."""
     import hashlib
-    import os
 
     files = sorted(p for p in folder.iterdir() if p.name in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"))
     if not any(p.name == "vocab.txt" for p in files):
@@ -234,9 +234,8 @@ def converted_tokenizer(folder: Path, cache_dir: str | None = None) -> Path:
         if not getattr(fast, "is_fast", False):
             raise ConfigError(f"hf:{folder}: transformers built no fast tokenizer from its vocab.txt")
         cache.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        fast.backend_tokenizer.save(str(tmp))
-        tmp.replace(path)
+        with whole(path) as tmp:
+            fast.backend_tokenizer.save(str(tmp))
     return path
 
 

@@ -23,6 +23,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from attnexp.config.paths import whole
+
 if TYPE_CHECKING:
     from attnexp.config import JobContext, Run
 
@@ -77,17 +79,14 @@ def write(path: Path | str, data: Any, reserve: int = 0) -> None:
     path = Path(path)
     text = dumps(data, indent=2) + "\n"
     text += " " * max(0, reserve - len(text.encode()))
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        with whole(path) as tmp:  # a full disk: no half-written temporary file left beside the record
+            tmp.write_text(text)
     except OSError as e:
         short = {k: data.get(k) for k in ("schema", "status", "error", "run_dir")} if isinstance(data, dict) else {}
         short["note"] = "the whole record did not fit: the disk was full"
         if e.errno not in (errno.ENOSPC, errno.EDQUOT) or not overwrite(path, [text.rstrip() + "\n", dumps(short) + "\n"]):
             raise
-    finally:  # a full disk: no half-written temporary file left beside the record
-        tmp.unlink(missing_ok=True)
 
 
 def overwrite(path: Path, texts: list[str]) -> bool:

@@ -18,6 +18,7 @@ from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, Mode
 
 from attnexp.compat.lightning import on_last_batch, saved_at_step
 from attnexp.config import ConfigError, Run
+from attnexp.config.paths import whole
 from attnexp.model import checkpoints
 from attnexp.results.compare import alive
 from attnexp.training.console import EpochLines, bar_safe_logging, interactive
@@ -91,14 +92,10 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(self, checkpoint, path, storage_options=None):
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
+        with whole(path) as tmp:
             if not _save_unnamed(checkpoint, tmp):
                 with open(tmp, "wb") as f:
                     _write(checkpoint, f)
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
 
 
 def _write(checkpoint, f) -> None:
@@ -175,15 +172,11 @@ class BestAndLast(ModelCheckpoint):
         if not best or Path(best) == last:
             return super()._save_last_checkpoint(trainer, monitor_candidates)
         if trainer.is_global_zero:
-            tmp = last.with_name(f".{last.name}.{os.getpid()}.tmp")
-            try:
+            with whole(last) as tmp:
                 try:
                     os.link(best, tmp)
                 except OSError:  # no hard links here: a copy, still no second torch.save
                     shutil.copyfile(best, tmp)
-                os.replace(tmp, last)
-            finally:
-                tmp.unlink(missing_ok=True)
         self.last_model_path = str(last)
         trainer.strategy.barrier()
 
