@@ -30,18 +30,14 @@ class Drawer:
     def submit(self, job: Callable[[], Any], then: Callable[[Any], None] | None = None) -> None:
         """Run `job` on the worker (or here, with background=False); `then(result)` runs on the
         calling thread when it is collected."""
-        if self.background:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix="attnexp-maps")
-            self._pending.append((self._pool.submit(job), then))
+        if not self.background:  # here and now: nothing is ever pending, an error is raised at once
+            result = job()
+            if then is not None:
+                then(result)
             return
-        future: Future = Future()
-        try:
-            future.set_result(job())
-        except Exception as e:  # raised by collect, as the worker's would be
-            future.set_exception(e)
-        self._pending.append((future, then))
-        self.collect()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="attnexp-maps")
+        self._pending.append((self._pool.submit(job), then))
 
     def collect(self, wait: bool = False) -> None:
         """Hand the finished jobs' results to their `then`, oldest first (a cheap check when none
