@@ -121,7 +121,8 @@ class AttnexpModule(L.LightningModule):
             mask = None if head_mask_LH is None else head_mask_LH.to(dev)
             logits = self.model(batch["input_ids"].to(dev), pad, head_mask_LH=mask).logits.float()
             loss, count, correct = self.loss_and_counts(logits, batch["labels"].to(dev))
-        return float(loss), float(correct / count.clamp_min(1))
+        loss, acc = torch.stack([loss.float(), correct / count.clamp_min(1)]).tolist()  # one read, not two
+        return loss, acc
 
     def log_epoch_metrics(self, stage: str) -> None:
         """The stage's metrics from its sums, brought to the host in one read (stacked) and logged as
