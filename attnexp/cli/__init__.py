@@ -7,6 +7,7 @@ import os
 import sys
 import time
 
+from attnexp.cli.env_file import load_env  # noqa: F401 - the user's .env (cli/env_file.py)
 from attnexp.launch.compose import compose  # noqa: F401 - attnexp.cli.compose, its home before 0.2 (use attnexp.api)
 
 USAGE = """usage: python -m attnexp <command> [args]
@@ -69,18 +70,6 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
         return compare_cli(rest)
     print(f"attnexp: unknown command {cmd!r}; choose one of: {', '.join(COMMANDS)}\n\n{USAGE}", file=sys.stderr)
     return 2
-
-
-def load_env() -> None:
-    """A `.env` file in the folder the command runs from or a folder above it (python-dotenv's
-    search), read as lightning-hydra-template reads one: its variables reach `${oc.env:X}` in the
-    configs and the loggers (WANDB_API_KEY, MLFLOW_TRACKING_URI); one already set in the
-    environment wins over the file."""
-    from dotenv import find_dotenv, load_dotenv
-
-    path = find_dotenv(usecwd=True)
-    if path:
-        load_dotenv(path, override=False)
 
 
 if __name__ == "__main__":

@@ -56,12 +56,12 @@ def test_the_local_group_is_never_shipped_nor_committed():
     assert '"local"' in (repo / "setup.py").read_text()  # the wheel's copy of conf/ leaves it out
 
 
-def test_a_dotenv_in_the_folder_or_above_reaches_oc_env_and_the_environment_wins(tmp_path, capsys, monkeypatch):
+def test_a_dotenv_in_the_folder_reaches_oc_env_and_the_environment_wins(tmp_path, capsys, monkeypatch):
     (tmp_path / ".env").write_text("ATTNEXP_TEST_LOGS=/from/dotenv\nATTNEXP_TEST_SET=/from/dotenv\n")
-    (tmp_path / "sub").mkdir()
-    monkeypatch.chdir(tmp_path / "sub")
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ATTNEXP_TEST_SET", "/from/environment")
     monkeypatch.delenv("ATTNEXP_TEST_LOGS", raising=False)
+    monkeypatch.delenv("ATTNEXP_ENV_FILE", raising=False)
     out = shown(capsys, "paths.log_dir=${oc.env:ATTNEXP_TEST_LOGS,nowhere}", "paths.sweep_dir=${oc.env:ATTNEXP_TEST_SET}")
     assert "log_dir: /from/dotenv" in out and "sweep_dir: /from/environment" in out
 
