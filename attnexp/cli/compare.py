@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from attnexp.config.secrets import hide_password, take_passwords
 from attnexp.results.compare import CompareError, markdown, newest_sweep, read, tables, write_csv
 
 USAGE = """usage: python -m attnexp compare [DIR ...] [sort=KEY] [tag=NAME] [csv=PATH] [md=PATH] [report=PATH.html]
@@ -32,25 +33,30 @@ example:
 
 def study_runs(name: str | None, url: str | None) -> list[Path]:
     """The run folders of every trial of an Optuna study (each trial records its `run_dir`), whichever
-    launch ran it; a study, storage or trial folder that cannot be read is one line."""
+    launch ran it. The storage is opened read-only (nothing created, every file left as it was); a
+    study, storage or trial folder that cannot be read is one line, a password never shown."""
     if not name or not url:
         raise CompareError("give both study=NAME and storage=URL (as hydra.sweeper.storage) to compare a study's runs")
     try:
         import optuna
     except ImportError:
         raise CompareError("study= needs Optuna: pip install 'attnexp[sweep]'") from None
-    from attnexp.compat.optuna import storage
+    from attnexp.config.study import StudyStorage
+    from hydra_plugins.attnexp_optuna_sweeper.storage import SweepError, open_to_read
 
+    where = StudyStorage.parse(url)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
-        trials = optuna.load_study(study_name=name, storage=storage(url)).get_trials(deepcopy=False)
+        trials = optuna.load_study(study_name=name, storage=open_to_read(where)).get_trials(deepcopy=False)
+    except SweepError as e:
+        raise CompareError(str(e)) from None
     except KeyError:
-        raise CompareError(f"no study {name!r} in {url}") from None
-    except Exception as e:  # noqa: BLE001 - SQLAlchemy's and the drivers' own errors
-        raise CompareError(f"cannot read {url}: {' '.join(str(e).split())[:120]}") from None
+        raise CompareError(f"no study {name!r} in {where.shown}") from None
+    except Exception as e:  # noqa: BLE001 - SQLAlchemy's, Optuna's and the drivers' own errors
+        raise CompareError(f"cannot read {where.shown}: {hide_password(' '.join(str(e).split()))[:120]}") from None
     folders = [Path(str(t.user_attrs["run_dir"])) for t in trials if t.user_attrs.get("run_dir")]
     if not folders:
-        raise CompareError(f"study {name!r} in {url} has no trial with a run folder yet")
+        raise CompareError(f"study {name!r} in {where.shown} has no trial with a run folder yet")
     return [f for f in folders if (f / "summary.json").is_file()] or folders
 
 
@@ -58,6 +64,10 @@ def compare_cli(argv: list[str]) -> int:
     if any(a in ("-h", "--help", "help") for a in argv):
         print(USAGE)
         return 0
+    argv, problem = take_passwords(argv)  # a server's password: to PGPASSWORD, never shown
+    if problem:
+        print(f"attnexp compare: {problem}", file=sys.stderr)
+        return 2
     opts, paths = {}, []
     for a in argv:  # a run folder may hold "=" (Hydra's sweep dirs): only these keys are options
         key, eq, val = a.partition("=")

@@ -36,18 +36,23 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
 
     register_schemas()
     JOBS_STARTED.clear()
-    argv = [NULL_GROUPS.get(a, a) for a in argv]
+    from attnexp.config.secrets import hide_password, take_passwords
+
+    argv, problem = take_passwords([NULL_GROUPS.get(a, a) for a in argv])  # before Hydra writes any override down
+    if problem:
+        print(f"attnexp: config error: {problem}", file=sys.stderr)
+        return EXIT[Status.CONFIG_ERROR]
     flags = hydra_flags(argv)
     multirun, overrides = bool(flags.multirun), list(flags.overrides)
     if not (flags.help or flags.hydra_help or flags.shell_completion):  # --cfg, --info: checked as a run would be
         try:
             checked = with_config_dir(overrides, flags.config_dir)
         except ConfigError as e:
-            print(f"attnexp: config error: {e}", file=sys.stderr)
+            print(f"attnexp: config error: {hide_password(str(e))}", file=sys.stderr)
             return EXIT[Status.CONFIG_ERROR]
         problem = precheck(checked, multirun)
         if problem:
-            print(f"attnexp: config error: {problem}", file=sys.stderr)
+            print(f"attnexp: config error: {hide_password(problem)}", file=sys.stderr)
             return EXIT[Status.CONFIG_ERROR]
     folder, key = run_folder(overrides, multirun)  # composed once: the writable check and the sweep's folder
     problem = unwritable(folder, key)

@@ -11,9 +11,9 @@ import lightning as L
 import torch
 
 from attnexp.compat.lightning import on_last_batch, request_stop
-from attnexp.compat.optuna import storage as optuna_storage
 from attnexp.compat.optuna import trial_of
 from attnexp.config import TrialRef
+from attnexp.config.study import StudyStorage
 from attnexp.training.stops import Diverged, Pruned, StopSignals
 
 
@@ -115,7 +115,7 @@ class OptunaPruning(L.Callback):
             r = self.ref
             pruner = (optuna.pruners.NopPruner() if r.pruner == "none" else
                       optuna.pruners.MedianPruner(n_startup_trials=r.n_startup_trials, n_warmup_steps=r.n_warmup_steps))
-            study = optuna.load_study(study_name=r.study_name, storage=optuna_storage(r.storage), pruner=pruner)
+            study = optuna.load_study(study_name=r.study_name, storage=StudyStorage.parse(r.storage).optuna(), pruner=pruner)
             self._trial = trial_of(study, self.ref.number)
         return self._trial
 

@@ -3,8 +3,12 @@ sweep starts: an SQLite file, a database server, a journal file; and the dashboa
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 from pathlib import Path
+
+from attnexp.config.secrets import hide_password
+from attnexp.config.study import StudyStorage
 
 
 class SweepError(ValueError):
@@ -48,16 +52,30 @@ def check_sqlite(path: Path) -> None:
                          f"start the study afresh")
 
 
-def check_server(url: str) -> None:
+def check(storage: StudyStorage | None) -> None:
+    """The storage a sweep names, checked before it starts (one line each): an SQLite file, a journal
+    file's folder, or a database server."""
+    if storage is None:
+        return
+    if storage.kind == "sqlite":
+        check_sqlite(storage.path)
+    elif storage.kind == "journal":
+        if storage.path.is_dir():
+            raise SweepError(f"hydra.sweeper.storage: {storage.path} is a folder; give a file for the journal, e.g. "
+                             f"hydra.sweeper.storage=journal:{storage.path}/study.log")
+    else:
+        check_server(storage)
+
+
+def check_server(storage: StudyStorage) -> None:
     """A database server's storage, checked before the sweep starts: reachable, the password right, and
     the database Optuna's (empty, or holding only an Optuna study's tables); one line each, nothing
-    written into a database that is not Optuna's. A journal file is checked by its folder."""
-    if url.startswith("journal:"):
-        path = Path(url[len("journal:"):])
-        if path.is_dir():
-            raise SweepError(f"hydra.sweeper.storage: {path} is a folder; give a file for the journal, e.g. "
-                             f"hydra.sweeper.storage=journal:{path}/study.log")
-        return
+    written into a database that is not Optuna's."""
+    if storage.shown != storage.url:
+        raise SweepError(f"hydra.sweeper.storage: {storage.shown} holds a password, which Hydra would write into every "
+                         f"job's .hydra/hydra.yaml; take it out of the config and give it in PGPASSWORD or ~/.pgpass "
+                         f"(or on the command line, where attnexp moves it to PGPASSWORD)")
+    url, shown = storage.url, storage.shown
     try:
         from sqlalchemy import create_engine, inspect
         from sqlalchemy.engine import make_url
@@ -65,10 +83,10 @@ def check_server(url: str) -> None:
     except ImportError:
         raise SweepError("hydra.sweeper.storage: a database server needs SQLAlchemy: pip install 'attnexp[sweep]'") from None
     try:
-        shown = make_url(url).render_as_string(hide_password=True)
+        make_url(url)
     except ArgumentError:
-        raise SweepError(f"hydra.sweeper.storage={url!r} is not a database URL; e.g. sqlite:///study.db, "
-                         f"postgresql+psycopg://USER:PASSWORD@HOST:5432/DB or journal:FILE") from None
+        raise SweepError(f"hydra.sweeper.storage={shown!r} is not a database URL; e.g. sqlite:///study.db, "
+                         f"postgresql+psycopg://USER@HOST:5432/DB (the password in PGPASSWORD) or journal:FILE") from None
     try:
         engine = create_engine(url, connect_args={"connect_timeout": 5} if url.startswith("postgresql") else {})
     except (NoSuchModuleError, ImportError, ModuleNotFoundError) as e:
@@ -78,7 +96,7 @@ def check_server(url: str) -> None:
         with engine.connect() as conn:
             tables = set(inspect(conn).get_table_names())
     except SQLAlchemyError as e:
-        first = " ".join(str(getattr(e, "orig", None) or e).split())[:160]
+        first = hide_password(" ".join(str(getattr(e, "orig", None) or e).split())[:160])
         raise SweepError(f"hydra.sweeper.storage: cannot use {shown}: {first}; check that the server runs, the "
                          f"address, the user and the password") from None
     finally:
@@ -90,22 +108,43 @@ def check_server(url: str) -> None:
                          f"give Optuna a database of its own (CREATE DATABASE optuna)")
 
 
+def open_to_read(storage: StudyStorage):
+    """A study's storage for `compare study=`: checked as a sweep's is, and opened read-only; a file that
+    is missing or not a regular file is one line (nothing is created)."""
+    if storage.kind in ("sqlite", "journal"):
+        if not storage.path.is_file():
+            raise SweepError(f"storage: {storage.path} is {'not a file' if storage.path.exists() else 'not there'}; give "
+                             f"the study's file as the sweep named it (hydra.sweeper.storage)")
+    check(storage)
+    return storage.read_only()
+
+
+STUDY_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}")
+
+
+def check_study_name(name: str) -> None:
+    """A study name is a name: it becomes the default study file's name inside the sweep folder."""
+    if not STUDY_NAME.fullmatch(str(name)) or ".." in str(name):
+        raise SweepError(f"hydra.sweeper.study_name={str(name)[:80]!r} is not a study name: use letters, digits and "
+                         f"_ . + - (no '..', no '/'), at most 128 characters")
+
+
 # The key of the PostgreSQL advisory lock that launches hold while Optuna makes its tables ("attnexp" in ASCII).
 SCHEMA_LOCK = 0x617474_6E657870
 
 
 @contextmanager
-def schema_lock(url: str | None):
+def schema_lock(storage: StudyStorage | None):
     """Held while a launch opens the study: on an empty PostgreSQL database, launches started at once
     each had Optuna create its tables, and all but one failed on the same CREATE TABLE
     (UniqueViolation on pg_type). One holds the lock and makes them; the others then find them made.
     A no-op for SQLite (one writer at a time already), a journal file, or memory."""
-    if not url or not url.startswith("postgresql"):
+    if storage is None or not storage.url.startswith("postgresql"):
         yield
         return
     from sqlalchemy import create_engine, text
 
-    engine = create_engine(url, connect_args={"connect_timeout": 5})
+    engine = create_engine(storage.url, connect_args={"connect_timeout": 5})
     try:
         with engine.connect() as conn:
             conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": SCHEMA_LOCK})
@@ -117,19 +156,12 @@ def schema_lock(url: str | None):
         engine.dispose()
 
 
-def dashboard_command(url: str | None) -> str | None:
+def dashboard_command(storage: StudyStorage | None) -> str | None:
     """The optuna-dashboard command for a study's storage (a server's password shown as ***)."""
     import shlex
 
-    if not url:
+    if storage is None:
         return None
-    if url.startswith("journal:"):
-        return f"optuna-dashboard {shlex.quote(url[len('journal:'):])}"
-    if not url.startswith("sqlite"):
-        try:
-            from sqlalchemy.engine import make_url
-
-            url = make_url(url).render_as_string(hide_password=True)
-        except Exception:  # noqa: BLE001 - an unparsable URL was refused before the sweep started
-            pass
-    return f"optuna-dashboard {shlex.quote(url)}"
+    if storage.kind == "journal":
+        return f"optuna-dashboard {shlex.quote(str(storage.path))}"
+    return f"optuna-dashboard {shlex.quote(storage.shown)}"

@@ -25,9 +25,9 @@ from hydra.core.plugins import Plugins
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
-from attnexp.compat.optuna import JOURNAL, study_storage, trial_ids
-from attnexp.compat.optuna import storage as journal_or_url
-from hydra_plugins.attnexp_optuna_sweeper.storage import SweepError, check_server, check_sqlite, dashboard_command, schema_lock
+from attnexp.compat.optuna import study_storage, trial_ids
+from attnexp.config.study import StudyStorage
+from hydra_plugins.attnexp_optuna_sweeper.storage import SweepError, check, check_study_name, dashboard_command, schema_lock
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class AttnexpOptunaSweeperConf:
     _target_: str = "hydra_plugins.attnexp_optuna_sweeper.sweeper.OptunaSweeper"
     study_name: str = "attnexp"
     # a study resumes from it; optuna-dashboard reads it. sqlite:///FILE (one machine), a database server
-    # (postgresql+psycopg://USER:PASSWORD@HOST:PORT/DB: workers on many nodes), or journal:FILE (Optuna's
+    # (postgresql+psycopg://USER@HOST:PORT/DB, the password in PGPASSWORD: workers on many nodes), or journal:FILE (Optuna's
     # JournalStorage: a file on a shared filesystem, no server; no heartbeats)
     storage: str | None = "sqlite:///optuna.db"
     direction: str = "auto"  # auto: maximize for accuracies and F1, minimize for losses (checkpoint.monitor)
@@ -89,6 +89,7 @@ def distribution(override: Override):
 class OptunaSweeper(Sweeper):
     def __init__(self, **settings: Any):
         self.s = AttnexpOptunaSweeperConf(**settings)
+        self.where = StudyStorage.parse(self.s.storage)
         self.job_idx = 0
 
     def setup(self, *, hydra_context, task_function, config: DictConfig) -> None:
@@ -109,20 +110,17 @@ class OptunaSweeper(Sweeper):
 
     def study(self):
         optuna = require_optuna()
-        url = self.s.storage
-        if url and url.startswith("sqlite:///"):  # SQLite makes the file, not its folder
-            path = Path(url[len("sqlite:///"):])
-            path.parent.mkdir(parents=True, exist_ok=True)
-            check_sqlite(path)
-        elif url:
-            check_server(url)
+        check_study_name(self.s.study_name)
+        if self.where is not None and self.where.kind != "server":  # SQLite and a journal make the file, not its folder
+            self.where.path.parent.mkdir(parents=True, exist_ok=True)
+        check(self.where)
         self.launch = f"{socket.gethostname()}:{os.getpid()}"
         seed = launch_seed(self.s.seed, self.launch)
         sampler = (optuna.samplers.RandomSampler(seed=seed) if self.s.sampler == "random"
                    else optuna.samplers.TPESampler(seed=seed, constant_liar=True))  # workers: no two ask alike
         pruner = (optuna.pruners.NopPruner() if self.s.pruner == "none" else
                   optuna.pruners.MedianPruner(n_startup_trials=self.s.n_startup_trials, n_warmup_steps=self.s.n_warmup_steps))
-        with schema_lock(url):  # launches started at once: one makes Optuna's tables and the study, the others find them
+        with schema_lock(self.where):  # launches started at once: one makes Optuna's tables and the study, the others find them
             study = optuna.create_study(study_name=self.s.study_name, storage=self.storage(), sampler=sampler,
                                         pruner=pruner, direction=self.direction(), load_if_exists=True)
             if not study.metric_names:  # optuna-dashboard and study.trials_dataframe() then say "val/loss", not "Objective 0"
@@ -137,18 +135,14 @@ class OptunaSweeper(Sweeper):
 
         import optuna
 
-        url = self.s.storage
-        if not url:
-            return None
-        if url.startswith(JOURNAL):
-            Path(url[len(JOURNAL):]).parent.mkdir(parents=True, exist_ok=True)
-            return journal_or_url(url)
+        if self.where is None or self.where.kind == "journal":
+            return self.where.optuna() if self.where else None
         # the callback's keyword was renamed in Optuna 4.9 (the old one warns, and goes in 6.0)
         key = ("heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in
                inspect.signature(optuna.storages.RDBStorage).parameters else "failed_trial_callback")
-        return optuna.storages.RDBStorage(
-            url, heartbeat_interval=self.s.heartbeat_interval, grace_period=self.s.grace_period,
-            engine_kwargs={"pool_pre_ping": True} if not url.startswith("sqlite") else None,
+        return self.where.optuna(
+            heartbeat_interval=self.s.heartbeat_interval, grace_period=self.s.grace_period,
+            engine_kwargs={"pool_pre_ping": True} if self.where.kind == "server" else None,
             **{key: getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback",
                             optuna.storages.RetryFailedTrialCallback)(max_retry=3)})
 
@@ -214,7 +208,7 @@ class OptunaSweeper(Sweeper):
         held = len(study.get_trials(deepcopy=False))
         log.info("Optuna study %r (%s, %s, seed %s): %d trial(s) to run, %d already in %s", self.s.study_name,
                  self.direction(), type(study.sampler).__name__, study.user_attrs[f"launch:{self.launch}"]["seed"],
-                 max(left, 0), held, self.s.storage)
+                 max(left, 0), held, self.where.shown if self.where else "memory")
         ran = False
         while True:
             trials = self.ask(study, min(self.s.n_jobs, left)) if left > 0 else []
@@ -238,7 +232,7 @@ class OptunaSweeper(Sweeper):
 
     def storage_beats(self) -> bool:
         """Whether the storage keeps heartbeats (an RDB): a journal file or memory does not."""
-        return bool(self.s.storage) and not self.s.storage.startswith(JOURNAL)
+        return self.where is not None and self.where.kind != "journal"
 
     def say_done(self, study) -> None:
         """A launch that found nothing to run: the study's state and its best trial, and no sweep
@@ -275,12 +269,13 @@ class OptunaSweeper(Sweeper):
         out = Path(self.config.hydra.sweep.dir)
         out.mkdir(parents=True, exist_ok=True)
         done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-        result = {"study_name": self.s.study_name, "storage": self.s.storage, "direction": self.direction(),
+        result = {"study_name": self.s.study_name, "storage": self.where.shown if self.where else None,
+                  "direction": self.direction(),
                   "trials": len(study.trials), "complete": len(done),
                   "pruned": len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.PRUNED,))),
                   "best": {"number": study.best_trial.number, "value": study.best_value,
                            "params": study.best_params} if done else None}
-        result["dashboard"] = dashboard_command(self.s.storage)
+        result["dashboard"] = dashboard_command(self.where)
         (out / "optuna_results.json").write_text(json.dumps(result, indent=2) + "\n")
         if done:
             log.info("best trial %d: %s = %s with %s", study.best_trial.number,
@@ -366,11 +361,8 @@ def precheck(hydra_cfg) -> str | None:
         return None
     try:
         require_optuna()
-        url = str(OmegaConf.select(hydra_cfg, "sweeper.storage") or "")
-        if url.startswith("sqlite:///"):
-            check_sqlite(Path(url[len("sqlite:///"):]))
-        elif url:
-            check_server(url)
+        check_study_name(OmegaConf.select(hydra_cfg, "sweeper.study_name"))
+        check(StudyStorage.parse(OmegaConf.select(hydra_cfg, "sweeper.storage")))
     except SweepError as e:
         return str(e)
     return None

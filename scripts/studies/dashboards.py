@@ -222,7 +222,7 @@ def main() -> None:
 def opt_dashboard(out: Path, storage: str | None = None) -> None:
     """optuna-dashboard over a study made here (3 trials) or over `storage`'s: every finished trial
     shown with its value and its run folder; the password of a server's URL is never printed."""
-    from attnexp.compat.optuna import JOURNAL
+    from attnexp.config.study import JOURNAL, StudyStorage
     from hydra_plugins.attnexp_optuna_sweeper.storage import dashboard_command
 
     made = storage is None
@@ -230,7 +230,7 @@ def opt_dashboard(out: Path, storage: str | None = None) -> None:
     with optuna_dashboard(storage[len(JOURNAL):] if storage.startswith(JOURNAL) else storage) as url:
         found = check_optuna(url)
         screenshot(f"{url}/dashboard/studies/{found['study_id']}", out / "optuna_dashboard.png")
-    shown = shlex.split(dashboard_command(storage))[1]  # a server's password as ***
+    shown = shlex.split(dashboard_command(StudyStorage.parse(storage)))[1]  # a server's password as ***
     print(json.dumps({"storage": shown, **found, "screenshot": str(out / "optuna_dashboard.png")}, indent=2))
     done = [i for i, s in enumerate(found["trial_states"]) if s in ("Complete", "Pruned")]
     bad = [f"{found['n_trials']} trials, not 3"] if made and found["n_trials"] != 3 else []

@@ -128,29 +128,78 @@ def test_optuna_dashboard_shows_the_workers_study_on_the_server(shared, tmp_path
 
 
 def test_a_server_that_cannot_be_used_is_one_line(pg, tmp_path, monkeypatch):
+    """Through the command line's own steps: its password taken out into PGPASSWORD (issue 49: a URL
+    checked afterwards holds none), then the precheck."""
+    from attnexp.config.secrets import take_passwords
     from attnexp.launch.command_line import precheck
+
+    def checked(overrides):
+        return precheck(take_passwords(overrides)[0], multirun=True)
 
     port, url = pg
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PGPASSWORD", raising=False)
     closed = postgres.free_port()
-    problem = precheck(["hparams_search=optuna",
-                        f"hydra.sweeper.storage=postgresql+psycopg://postgres:x@127.0.0.1:{closed}/optuna"], multirun=True)
-    assert problem.startswith(f"hydra.sweeper.storage: cannot use postgresql+psycopg://postgres:***@127.0.0.1:{closed}/optuna:")
+    problem = checked(["hparams_search=optuna", f"hydra.sweeper.storage=postgresql+psycopg://postgres:x@127.0.0.1:{closed}/optuna"])
+    assert problem.startswith(f"hydra.sweeper.storage: cannot use postgresql+psycopg://postgres@127.0.0.1:{closed}/optuna:")
     assert "check that the server runs" in problem and "\n" not in problem
     wrong = url.replace(postgres.PASSWORD, "wrong")
-    problem = precheck(["hparams_search=optuna", f"hydra.sweeper.storage={wrong}"], multirun=True)
+    problem = checked(["hparams_search=optuna", f"hydra.sweeper.storage={wrong}"])
     assert "password authentication failed" in problem and "wrong" not in problem and "\n" not in problem, problem
+    # a password that reached the composed config some other way (a yaml, an interpolation) is refused
+    problem = precheck(["hparams_search=optuna", f"hydra.sweeper.storage={url}"], multirun=True)
+    assert "holds a password" in problem and postgres.PASSWORD not in problem and "\n" not in problem, problem
     postgres.sql(port, "postgres", "CREATE DATABASE other")
     postgres.sql(port, "other", "CREATE TABLE experiments (id int)")
     other = url.rsplit("/", 1)[0] + "/other"
-    problem = precheck(["hparams_search=optuna", f"hydra.sweeper.storage={other}"], multirun=True)
-    assert problem == (f"hydra.sweeper.storage: {other.replace(postgres.PASSWORD, '***')} is another tool's database "
+    problem = checked(["hparams_search=optuna", f"hydra.sweeper.storage={other}"])
+    assert problem == (f"hydra.sweeper.storage: {other.replace(':' + postgres.PASSWORD, '')} is another tool's database "
                        f"(it holds tables experiments, which no Optuna study has); give Optuna a database of its own "
                        f"(CREATE DATABASE optuna)")
     import sqlalchemy
 
     with sqlalchemy.create_engine(other).connect() as conn:
         assert set(sqlalchemy.inspect(conn).get_table_names()) == {"experiments"}  # nothing written into it
+
+
+SECRET = "S3cr@t:p/w%x"  # "@", ":", "/" and a "%" that is no escape: each has broken a masking before
+
+
+def secret_hits(text: str) -> bool:
+    return any(s in text for s in (SECRET, "S3cr@t", "S3cr%40t"))
+
+
+def test_a_sweeps_password_is_never_printed_nor_written(pg, tmp_path):
+    """Issue 49: the password given as docs/sweeps.md shows it (USER:PASSWORD@HOST) was printed in every
+    launch's first line and written into optuna_results.json and every job's .hydra/. A sweep of two
+    trials on the real server: the console, every file under the sweep (its jobs' run folders
+    included), `compare study=` and its error for a server that is down hold it nowhere."""
+    port, _ = pg
+    postgres.sql(port, "postgres", f"CREATE ROLE sweeper LOGIN PASSWORD '{SECRET}'")
+    postgres.sql(port, "postgres", "CREATE DATABASE secret OWNER sweeper")
+    url = f"postgresql+psycopg://sweeper:{SECRET}@127.0.0.1:{port}/secret"
+    env = {k: v for k, v in os.environ.items() if k != "PGPASSWORD"}
+    env.update(PYTHONPATH=os.pathsep.join([str(REPO / "tests"), str(REPO)]), PYTHONWARNINGS="ignore")
+    sweep = tmp_path / "sweep"
+    r = subprocess.run([sys.executable, "-m", "attnexp", "train", "-m", "hparams_search=optuna", f"hydra.sweeper.storage={url}",
+                        "hydra.sweeper.study_name=secret", "hydra.sweeper.n_trials=2", *WORKER, f"hydra.sweep.dir={sweep}"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert not secret_hits(r.stdout + r.stderr)
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(files) >= 15 and (sweep / "optuna_results.json").is_file() and list(sweep.rglob(".hydra/hydra.yaml"))
+    leaked = [str(p) for p in files if secret_hits(p.read_bytes().decode("utf-8", "replace"))]
+    assert not leaked, leaked
+    assert f"sweeper@127.0.0.1:{port}/secret" in (sweep / "optuna_results.json").read_text()
+
+    shown = subprocess.run([sys.executable, "-m", "attnexp", "compare", "study=secret", f"storage={url}"], cwd=tmp_path,
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and not secret_hits(shown.stdout + shown.stderr), shown.stderr[-2000:]
+    assert shown.stdout.count("trial") >= 2, shown.stdout
+    down = url.replace(f":{port}/", f":{postgres.free_port()}/")
+    shown = subprocess.run([sys.executable, "-m", "attnexp", "compare", "study=secret", f"storage={down}"], cwd=tmp_path,
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 2 and shown.stderr.count("\n") == 1 and not secret_hits(shown.stderr), shown.stderr
 
 
 def test_a_journal_file_holds_a_study_without_a_server(tmp_path):
@@ -174,12 +223,13 @@ def test_a_journal_file_holds_a_study_without_a_server(tmp_path):
 OPEN_AT_ONCE = """
 import sys, time
 import optuna
+from attnexp.config.study import StudyStorage
 from hydra_plugins.attnexp_optuna_sweeper.storage import schema_lock
 url, name, at, locked = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4] == "1"
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 time.sleep(max(0.0, at - time.time()))
 if locked:
-    with schema_lock(url):
+    with schema_lock(StudyStorage.parse(url)):
         optuna.create_study(study_name=name, storage=optuna.storages.RDBStorage(url), load_if_exists=True)
 else:
     optuna.create_study(study_name=name, storage=optuna.storages.RDBStorage(url), load_if_exists=True)

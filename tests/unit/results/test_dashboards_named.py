@@ -37,8 +37,16 @@ def test_the_tensorboard_page_pins_the_loss_curves_the_module_logs():
 
 
 def test_an_optuna_study_names_its_dashboard_without_the_password():
-    assert dashboard_command("sqlite:///multirun/optuna/s.db") == "optuna-dashboard sqlite:///multirun/optuna/s.db"
-    assert dashboard_command("journal:/shared/study.log") == "optuna-dashboard /shared/study.log"
-    assert dashboard_command("postgresql+psycopg://me:secret@db:5432/optuna") == \
+    from attnexp.config.study import StudyStorage
+
+    def dashboard(url):
+        return dashboard_command(StudyStorage.parse(url))
+
+    assert dashboard("sqlite:///multirun/optuna/s.db") == "optuna-dashboard sqlite:///multirun/optuna/s.db"
+    assert dashboard("journal:/shared/study.log") == "optuna-dashboard /shared/study.log"
+    assert dashboard("postgresql+psycopg://me:secret@db:5432/optuna") == \
         "optuna-dashboard 'postgresql+psycopg://me:***@db:5432/optuna'"
-    assert dashboard_command(None) is None
+    # a password holding "@" was half shown (SQLAlchemy's URL ends the password at the first "@")
+    assert dashboard("postgresql+psycopg://me:p@ss:w/rd@db:5432/optuna") == \
+        "optuna-dashboard 'postgresql+psycopg://me:***@db:5432/optuna'"
+    assert dashboard(None) is None
