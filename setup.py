@@ -2,15 +2,35 @@
 docs name) ships inside the wheel as attnexp/conf/, so an installed attnexp composes its configs
 from site-packages. setuptools' package-data only takes files under a package, and a package-dir
 mapping would need every conf/ subfolder listed as a package; copying at build time keeps one
-source of truth. conf_dir() (attnexp/launch/compose.py) reads the packaged copy, else the checkout's."""
+source of truth. conf_dir() (attnexp/launch/compose.py) reads the packaged copy, else the checkout's.
+
+Only what the repository tracks ships: a checkout's conf/ may also hold a `.env`, `local/` (one
+machine's settings) or a private experiment holding a key, none of which may enter a wheel or an
+sdist. In a git checkout the list is `git ls-files conf`; an sdist is made from that list too, so a
+wheel built from an sdist copies its whole conf/."""
 
 import shutil
+import subprocess
 from pathlib import Path
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
+from setuptools.command.sdist import sdist
 
-CONF = Path(__file__).resolve().parent / "conf"
+ROOT = Path(__file__).resolve().parent
+CONF = ROOT / "conf"
+
+
+def tracked_conf() -> set[str] | None:
+    """conf/'s files as git tracks them (paths relative to the repository), or None outside a checkout."""
+    if not (ROOT / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(["git", "ls-files", "-z", "--", "conf"], cwd=ROOT, capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise SystemExit(f"attnexp's build: cannot list conf/'s tracked files with git ({e}); install git, or build "
+                         f"from an sdist") from None
+    return {f for f in out.decode().split("\0") if f and (ROOT / f).is_file()}
 
 
 class BuildWithConf(build_py):
@@ -20,8 +40,22 @@ class BuildWithConf(build_py):
             return
         target = Path(self.build_lib) / "attnexp" / "conf"
         shutil.rmtree(target, ignore_errors=True)
-        # conf/local/ holds one machine's settings (a developer's paths, keys): never shipped
-        shutil.copytree(CONF, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "local"))
+        tracked = tracked_conf()
+        if tracked is None:  # an sdist's conf/: what was tracked when it was made (never local/ or a .env)
+            shutil.copytree(CONF, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "local", ".*"))
+            return
+        for name in sorted(tracked):
+            dest = target / Path(name).relative_to("conf")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, dest)
 
 
-setup(cmdclass={"build_py": BuildWithConf})
+class SdistOfTracked(sdist):
+    def make_release_tree(self, base_dir, files):
+        tracked = tracked_conf()
+        if tracked is not None:  # MANIFEST.in's `graft conf` takes every file there: keep the tracked ones
+            files = [f for f in files if not Path(f).parts[:1] == ("conf",) or Path(f).as_posix() in tracked]
+        super().make_release_tree(base_dir, files)
+
+
+setup(cmdclass={"build_py": BuildWithConf, "sdist": SdistOfTracked})
