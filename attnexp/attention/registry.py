@@ -23,6 +23,9 @@ _loaded = False
 
 
 def register(cls: type[Attention]) -> type[Attention]:
+    if cls.name in ALIASES:  # it would be listed and never run: the alias resolves to the other variant
+        raise ValueError(f"attention variant {cls.name!r} ({cls.__module__}) takes the name of {ALIASES[cls.name]!r}'s "
+                         f"alias; give it a name of its own")
     if REGISTRY.get(cls.name, cls) is not cls:
         raise ValueError(f"attention variant {cls.name!r} is registered twice: {REGISTRY[cls.name].__module__} "
                          f"and {cls.__module__}")

@@ -8,7 +8,9 @@ entry points, as pytest plugins and Hydra's plugin namespace do. Its pyproject s
     my_data = "my_package.data"              # a module whose configs use attnexp.config.data.register
 
 and each module is imported once, when attnexp's registry of that kind is first read. A plugin that
-fails to import is one line on stderr naming it and its error; attnexp's own entries still work."""
+fails to import (any exception, SystemExit included: a plugin must not end attnexp's command) or that
+registers a name or alias of attnexp's own is one line on stderr naming it and its error; attnexp's
+own entries still work."""
 
 from __future__ import annotations
 
@@ -32,7 +34,9 @@ def load(group: str) -> list[str]:
         module = ep.value.split(":", 1)[0].strip()
         try:
             import_module(module)
-        except Exception as e:  # a stranger's package: any error is its own, and ours must go on
+        except KeyboardInterrupt:  # the user's Ctrl-C, not the plugin's error
+            raise
+        except BaseException as e:  # noqa: BLE001 - a stranger's package: any error is its own (a SystemExit too), ours goes on
             dist = getattr(ep, "dist", None)
             owner = f"{dist.name} {dist.version}" if dist else "an installed package"
             first = (str(e).splitlines() or [""])[0]

@@ -109,3 +109,46 @@ def test_a_broken_plugin_is_one_line_and_attnexp_still_works(tmp_path):
     assert ("plugin 'broken' (attnexp.attention = broken_plugin_module, from broken-plugin 0.3) failed to load: "
             "ModuleNotFoundError: No module named 'not_a_module_anywhere'; fix it or pip uninstall broken-plugin") in said[0]
     assert "Traceback" not in done.stderr and "name: rotary" in done.stdout
+
+
+def metadata_plugin(site: Path, dist_name: str, module: str, code: str) -> None:
+    dist = site / f"{dist_name.replace('-', '_')}-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist_name}\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(f"[attnexp.attention]\n{module} = {module}\n")
+    (site / f"{module}.py").write_text(code)
+
+
+CLAIMS = '''
+from attnexp.attention.registry import register
+from attnexp.attention.variants.mha import MultiHead
+
+
+@register
+class Fused(MultiHead):
+    name = "fused"  # the alias attnexp's mha keeps for its old checkpoints
+    summary = "a stranger's variant under attnexp's alias"
+'''
+
+
+@pytest.mark.parametrize("kind", ["exits", "claims_an_alias"])
+def test_a_plugin_that_exits_or_claims_a_builtin_name_is_one_line_and_the_command_runs(tmp_path, kind):
+    """Issue 49. Before: a plugin whose import raised SystemExit(0) ended `attnexp train` with exit 0,
+    no output and no run (plugins.load caught Exception only); a plugin variant named after a built-in's
+    alias was listed and never ran (the alias resolved to the built-in)."""
+    from helpers.runs import REPO
+
+    site = tmp_path / "site"
+    site.mkdir()
+    code = "raise SystemExit(0)\n" if kind == "exits" else CLAIMS
+    metadata_plugin(site, f"plugin-{kind.replace('_', '-')}", f"plugin_{kind}", code)
+    done = subprocess.run([sys.executable, "-m", "attnexp", "train", "attention=rotary", "--cfg", "job"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{site}:{REPO}", "HOME": str(tmp_path)})
+    assert done.returncode == 0 and "name: rotary" in done.stdout, done.stderr[-2000:]
+    said = [line for line in done.stderr.splitlines() if f"plugin_{kind}" in line]
+    assert len(said) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert {"exits": "failed to load: SystemExit: 0", "claims_an_alias": "takes the name of 'mha''s alias"}[kind] in said[0]
+    listed = subprocess.run([sys.executable, "-m", "attnexp", "variants"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{site}:{REPO}", "HOME": str(tmp_path)})
+    assert listed.returncode == 0 and "a stranger's variant" not in listed.stdout
