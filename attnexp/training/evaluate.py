@@ -19,24 +19,52 @@ from attnexp.results.summary import Status
 SPLITS = ("test", "val", "train")
 
 
+# What a checkpoint records of where its data was read from (attnexp.data.base.LOCATION): a file, a folder
+# or a hub name is read only when the user names it again; `source` picks among attnexp's recipes, and the
+# cache is this machine's (a stranger's file must never choose what attnexp reads).
+NAMED_BY_THE_USER = ("path", "hub_name", "corpus", "tokenizer")
+
+
 def data_config(ckpt: dict, path: Path, overrides: list[str], task: TaskConfig):
-    """The checkpoint's data config (its recorded settings and location) with `data.KEY=VALUE`
+    """The checkpoint's data config (its recorded settings, not its files) with `data.KEY=VALUE`
     overrides, validated as a run's."""
     import yaml
 
+    from attnexp.data.base import LOCATION
     from attnexp.data.configs import load_data_config
 
     ident = ckpt.get("data_identity")
     if not isinstance(ident, dict) or not isinstance(ident.get("settings"), dict):
         raise ConfigError(f"ckpt={str(path)!r} does not record its data (a checkpoint from before attnexp recorded "
                           f"data_identity); evaluate it by training with resume= and test=true instead")
-    raw = {**ident["settings"], **(ident.get("location") or {})}
+    given = {}
     for o in overrides:
         key, value = split_override(o)
         check(key.startswith("data.") and "." not in key[5:],
               f"eval takes data.KEY=VALUE overrides only (the model is the checkpoint's), not {o!r}")
-        raw[key[5:]] = yaml.safe_load(value) if value else value
-    return load_data_config(raw, task)
+        given[key[5:]] = yaml.safe_load(value) if value else value
+    raw = {k: v for k, v in ident["settings"].items() if k not in LOCATION}
+    location = ident.get("location") if isinstance(ident.get("location"), dict) else {}
+    if "source" in location:
+        raw["source"] = location["source"]
+    unnamed = [k for k in NAMED_BY_THE_USER if k not in given and location.get(k) not in (None, default_of(raw, k))]
+    check(not unnamed, f"ckpt={str(path)!r} was trained on data.{unnamed[0]}={str(location.get(unnamed[0]))[:120]!r}; "
+                       f"a checkpoint never chooses a file attnexp reads: give it again on the command line "
+                       f"(eval ckpt=... data.{unnamed[0]}=PATH) to read it" if unnamed else "")
+    return load_data_config({**raw, **given}, task)
+
+
+def default_of(raw: dict, key: str):
+    """A data set's default for `key` (its config class's), or None."""
+    from dataclasses import MISSING, fields
+
+    from attnexp.config.data import DATA_SETS
+
+    cls = DATA_SETS.get(raw.get("name"))
+    f = next((f for f in fields(cls) if f.name == key), None) if cls else None
+    if f is None:
+        return None
+    return f.default if f.default is not MISSING else (f.default_factory() if f.default_factory is not MISSING else None)
 
 
 def evaluate(ckpt_path: str | Path, split: str | None = None, overrides: list[str] = (), out: str | Path | None = None) -> dict:

@@ -46,6 +46,31 @@ def test_a_checkpoints_recorded_data_is_held_to_the_command_lines_limits(trained
     assert "beyond attnexp's limit" in capsys.readouterr().err
 
 
+def test_a_checkpoint_never_chooses_a_file_eval_reads(trained, tmp_path, capsys):
+    """Issue 49. Before: a checkpoint whose recorded data named corpus=/etc/passwd made `eval` read that
+    file (its split sizes appeared in the refusal). Now a recorded file, folder or hub name is read
+    only when the user gives it again; a named pipe stands in for the file, so a read would hang."""
+    import os
+
+    from attnexp.cli import main
+
+    pipe = tmp_path / "planted"
+    os.mkfifo(pipe)
+
+    def elsewhere(data):
+        data["data_identity"]["location"]["corpus"] = str(pipe)
+        data["data_identity"]["settings"]["tokenizer"] = str(pipe)  # a location key hidden among the settings
+
+    ckpt = forged(trained, "elsewhere", elsewhere)
+    assert main(["eval", f"ckpt={ckpt}", "split=val", f"out={tmp_path / 'e'}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"was trained on data.corpus={str(pipe)!r}; a checkpoint never chooses a file attnexp reads" in err, err
+    assert "data.corpus=PATH" in err and "\n" not in err and not (tmp_path / "e").exists()
+    # the same checkpoint with its recorded data given again by the user: the recipe's own data, evaluated
+    ok = forged(trained, "default-again", lambda data: data["data_identity"]["location"].update(corpus=None))
+    assert main(["eval", f"ckpt={ok}", "split=val", f"out={tmp_path / 'ok'}"]) == 0, capsys.readouterr().err
+
+
 def test_a_wordpiece_tokenizer_without_its_unknown_token_is_one_line(trained, capsys):
     """Before: `maps ckpt=...` of a checkpoint whose embedded WordPiece tokenizer has no [UNK] gave a
     traceback from encode ("Missing [UNK] token from the vocabulary")."""
