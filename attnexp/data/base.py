@@ -210,7 +210,8 @@ class TokenDataModule(L.LightningDataModule):
         return {"settings": {k: v for k, v in d.items() if k not in BATCHING + LOCATION + HELD_OUT},
                 "location": {k: d[k] for k in LOCATION if k in d},
                 "splits": {k: len(v) for k, v in sorted(self.splits.items())},
-                "tokenizer_sha256": hashlib.sha256(encoder.encode()).hexdigest()[:16]}
+                "tokenizer_sha256": hashlib.sha256(encoder.encode()).hexdigest()[:16],
+                "seed": self.seed}  # the run's: batch order and a masked LM's masks, which eval repeats
 
     def state_dict(self) -> dict:
         """Saved by Lightning into every checkpoint: the encoder, so maps of new text need no data."""

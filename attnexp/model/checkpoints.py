@@ -183,7 +183,8 @@ def model_from_checkpoint(ckpt: dict, path: str | Path, key: str = "ckpt"):
     # is taken: on the meta device a model of any size costs nothing to build.
     meta = build("meta")
     shapes = meta.state_dict()
-    implied = sum(p.numel() for p in meta.parameters()) + sum(b.numel() for b in meta.buffers())  # tied weights once
+    # tied weights once; a buffer the model builds itself (ALiBi's slopes: persistent=False) is in no file
+    implied = sum(p.numel() for p in meta.parameters()) + sum(b.numel() for n, b in meta.named_buffers() if n in shapes)
     held = held_elements(weights, key, path)
     if implied > held:
         raise ConfigError(f"{key}={str(path)!r} describes a model of {implied:,} parameters but holds tensors for "

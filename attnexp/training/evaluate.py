@@ -88,7 +88,10 @@ def evaluate(ckpt_path: str | Path, split: str | None = None, overrides: list[st
     model, hp = checkpoints.model_from_checkpoint(ckpt, path)  # sizes checked before anything is built
     task = from_dict(TaskConfig, hp["task"], "task")
     cfg = data_config(ckpt, path, list(overrides), task)
-    dm = build_datamodule(cfg, task, causal=model.a.causal)
+    seed = (ckpt.get("data_identity") or {}).get("seed", 0)  # the run's: a masked LM's masks repeat its validation's
+    check(isinstance(seed, int) and 0 <= seed < 2**63, f"ckpt={str(path)!r} records a data seed that is not one "
+                                                         f"({str(seed)[:40]!r}); it is not a whole attnexp checkpoint")
+    dm = build_datamodule(cfg, task, causal=model.a.causal, seed=seed)
     dm.setup("fit")
     if split is None:  # as train's test=true: the test split, else validation, said in the record
         split = "test" if "test" in dm.splits else "val"
