@@ -110,7 +110,8 @@ def test_a_bad_file_is_one_line_and_the_command_goes_on(tmp_path, clean_env, cap
 
 def run(code: str, cwd, **env) -> subprocess.CompletedProcess:
     full = {**os.environ, "PYTHONPATH": str(REPO), **env}
-    full.pop("ATTNEXP_ENV_FILE", None)
+    for key in ("ATTNEXP_ENV_FILE", "ATTNEXP_SUBCOMMAND"):  # an in-process train of this worker may have set it
+        full.pop(key, None)
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=full, capture_output=True, text=True, timeout=120)
 
 
