@@ -44,13 +44,17 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
         return EXIT[Status.CONFIG_ERROR]
     flags = hydra_flags(argv)
     multirun, overrides = bool(flags.multirun), list(flags.overrides)
+    if multirun and (flags.cfg or flags.info):  # Hydra's own answer was a ValueError traceback
+        print(f"attnexp: config error: {'--cfg' if flags.cfg else '--info'} shows one run's config, and Hydra takes it "
+              f"without -m: drop -m to see the first job's (or give each job's settings without commas)", file=sys.stderr)
+        return EXIT[Status.CONFIG_ERROR]
     if not (flags.help or flags.hydra_help or flags.shell_completion):  # --cfg, --info: checked as a run would be
         try:
             checked = with_config_dir(overrides, flags.config_dir)
         except ConfigError as e:
             print(f"attnexp: config error: {hide_password(str(e))}", file=sys.stderr)
             return EXIT[Status.CONFIG_ERROR]
-        problem = precheck(checked, multirun)
+        problem = precheck(checked, multirun, training=not (flags.cfg or flags.info))
         if problem:
             print(f"attnexp: config error: {hide_password(problem)}", file=sys.stderr)
             return EXIT[Status.CONFIG_ERROR]
@@ -69,7 +73,7 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
     sweep_root = None
     if multirun:
         argv, sweep_root = sweep_arguments(argv, overrides, folder)
-    sys.argv = ["attnexp train", *argv]
+    sys.argv = ["attnexp train", *(argv if multirun else [*flag_tokens(argv, overrides), *overrides])]
     if multirun:
         from attnexp.launch.sweeps import adapt_submitit
 
@@ -132,7 +136,7 @@ def hydra_flags(argv: list[str]):
     and the overrides, told apart (the `job` of `--cfg job` is not an override)."""
     from attnexp.compat.hydra import args_parser
 
-    return args_parser().parse_args(argv)
+    return args_parser().parse_intermixed_args(argv)  # flags and overrides in any order
 
 
 def sweep_arguments(argv: list[str], overrides: list[str], folder: Path) -> tuple[list[str], Path]:
@@ -142,10 +146,24 @@ def sweep_arguments(argv: list[str], overrides: list[str], folder: Path) -> tupl
     no hydra.sweep.dir is given."""
     from attnexp.launch.sweeps import job_overrides
 
-    argv = [*argv, *job_overrides(overrides)]
+    argv = [*flag_tokens(argv, overrides), *overrides, *job_overrides(overrides)]  # Hydra's parser: flags, then overrides
     given = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.sweep.dir=")]
     root = Path(given[0] if given else f"{folder}/{datetime.now():%Y-%m-%d/%H-%M-%S}").resolve()
     return (argv if given else [*argv, f"hydra.sweep.dir={root}"]), root
+
+
+def flag_tokens(argv: list[str], overrides: list[str]) -> list[str]:
+    """The command line's flags (`-m`, `--cfg job`, `-p KEY`, `--config-dir DIR`) without its overrides:
+    overrides appended after a flag's value (`--cfg job -p attention hydra.sweep.dir=...`) were refused by
+    Hydra's argparse as unrecognized arguments, so the command line is rebuilt as flags, then overrides."""
+    left = list(overrides)
+    out = []
+    for a in argv:
+        if a in left:
+            left.remove(a)
+        else:
+            out.append(a)
+    return out
 
 
 def hydra_task(overrides: list[str], multirun: bool, started: float | None):

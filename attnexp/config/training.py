@@ -212,6 +212,10 @@ class TrainerConfig:
         # ddp_spawn trains in child processes whose callbacks are copies: the run's record (history,
         # steps, best checkpoint), its maps and its stop handling stayed there, and summary.json said
         # `completed` with 0 epochs (a sweep or Optuna then saw an empty run)
+        # data parallel on one device trains one process without a word: say so rather than run something else
+        check(not (str(self.strategy or "") == "ddp" and self.devices in (1, "1", [0]) and (self.num_nodes or 1) == 1),
+              f"trainer.strategy=ddp with trainer.devices={self.devices} is one process: give trainer.devices=2 or more "
+              f"(trainer=ddp_sim: 2 CPU processes), or drop trainer=ddp for one device")
         check(not str(self.strategy or "").startswith("ddp_spawn"),
               f"trainer.strategy={self.strategy} trains in child processes that keep the run's record to themselves; use "
               f"trainer=ddp (the same data-parallel training; e.g. trainer=ddp trainer.accelerator=cpu trainer.devices=2)")

@@ -159,7 +159,7 @@ def compose_checked(overrides: list[str], out_dir: str = "unused"):
         raise ConfigError(" ".join(str(e).split("\n")[0].split())) from None
 
 
-def precheck(overrides: list[str], multirun: bool) -> str | None:
+def precheck(overrides: list[str], multirun: bool, training: bool = True) -> str | None:
     """The first problem with the command line, in one line, or None. A single run is validated
     whole (a bad value leaves no run folder); a sweep has each job's config composed, since Hydra
     would stop the whole sweep at a job that does not compose (a job whose settings are merely
@@ -172,10 +172,19 @@ def precheck(overrides: list[str], multirun: bool) -> str | None:
                 "paths.log_dir=DIR")
     try:
         if not multirun:
-            load_run(compose_checked(overrides))
+            cfg = compose_checked(overrides)
+            load_run(cfg)
+            if training and "attnexp_optuna_sweeper" in str(OmegaConf.select(cfg, "hydra.sweeper._target_") or ""):
+                return ("hparams_search=optuna searches over many runs: add -m (python -m attnexp train -m "
+                        "hparams_search=optuna ...); without it this would be one ordinary run")
             return None
-        uses_basic_sweeper = not any(o.startswith("hydra/sweeper=") and not o.endswith("=basic") for o in overrides)
-        jobs = sweep_jobs(overrides) if uses_basic_sweeper else [[o for o in overrides if "," not in o]]
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        parsed = OverridesParser.create().parse_overrides(overrides)  # Hydra's reading of each, not ours
+        fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+        # which sweeper runs is the composed config's answer (hparams_search=optuna sets it in a defaults list)
+        basic = "BasicSweeper" in str(OmegaConf.select(compose_checked(fixed), "hydra.sweeper._target_") or "")
+        jobs = sweep_jobs(overrides) if basic else [fixed]
     except ConfigError as e:
         return str(e)
     except Exception as e:  # the sweep syntax itself

@@ -1,0 +1,67 @@
+"""The command line behaves as a Hydra app's does (issue 50). Before: `train -m attention=causal,alibi
+--cfg job -p attention` and `train -m experiment=a,b --config-dir conf ...` failed with
+`unrecognized arguments: hydra.sweep.dir=...` (a key the user never typed, appended after the flags);
+overrides after a flag's value were refused; `-m --cfg job` was Hydra's ValueError traceback; the
+documented command-line search space `-m hparams_search=optuna 'optim.lr=tag(log, interval(...))'`
+was refused as "BasicSweeper does not support sweep type" (the sweeper guessed from the strings);
+`hparams_search=optuna` without -m silently did one ordinary run; `trainer=ddp_sim
+trainer.devices=1` trained one process without a word."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from attnexp.cli import main
+from attnexp.cli.train import hydra_flags, sweep_arguments
+from attnexp.compat.hydra import args_parser
+
+
+def said(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["train", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_a_sweeps_command_line_is_rebuilt_as_hydra_parses_it(tmp_path):
+    argv = ["-m", "experiment=copy,sort", "--config-dir", str(tmp_path), "trainer.max_epochs=1", "--cfg", "job", "-p",
+            "model", "seed=3"]
+    flags = hydra_flags(argv)
+    assert flags.overrides == ["experiment=copy,sort", "trainer.max_epochs=1", "seed=3"] and flags.config_dir == str(tmp_path)
+    rebuilt, root = sweep_arguments(argv, list(flags.overrides), Path("multirun"))
+    parsed = args_parser().parse_args(rebuilt)  # Hydra's own parse of sys.argv, not intermixed
+    assert parsed.overrides[:3] == flags.overrides and f"hydra.sweep.dir={root}" in parsed.overrides
+    assert (parsed.multirun, parsed.cfg, parsed.package, parsed.config_dir) == (True, "job", "model", str(tmp_path))
+
+
+def test_flags_and_overrides_in_any_order(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine" / "experiment").mkdir(parents=True)
+    (tmp_path / "mine" / "experiment" / "deep.yaml").write_text("# @package _global_\nmodel:\n  n_layers: 5\n")
+    code, out, err = said(capsys, "--cfg", "job", "experiment=deep", "-p", "model", "--config-dir", str(tmp_path / "mine"),
+                          "model.d_model=48")
+    assert code == 0, err
+    assert "n_layers: 5" in out and "d_model: 48" in out
+
+
+@pytest.mark.parametrize("args, line", [
+    (["-m", "attention=causal,alibi", "--cfg", "job", "-p", "attention"], "--cfg shows one run's config"),
+    (["hparams_search=optuna"], "hparams_search=optuna searches over many runs: add -m"),
+    (["trainer=ddp_sim", "trainer.devices=1"], "trainer.strategy=ddp with trainer.devices=1 is one process"),
+])
+def test_contradictions_are_one_line(args, line, tmp_path, capsys, monkeypatch):
+    pytest.importorskip("optuna")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = said(capsys, *args)
+    assert code == 2 and line in err and err.count("\n") == 1 and "Traceback" not in err, err
+    assert not any(tmp_path.iterdir())  # no run folder
+
+
+def test_the_documented_command_line_search_space_is_taken(tmp_path, monkeypatch):
+    from attnexp.launch.command_line import precheck
+
+    pytest.importorskip("optuna")
+    monkeypatch.chdir(tmp_path)
+    assert precheck(["hparams_search=optuna", "optim.lr=tag(log, interval(1e-4, 1e-2))"], multirun=True) is None
+    assert precheck(["hparams_search=optuna", "model.d_model=choice(32, 64)"], multirun=True) is None
