@@ -120,6 +120,10 @@ def unknown_key(key: str, overrides: list[str]) -> str:
         return sweeper_key(key)
     if key in EQUIVALENTS:
         return f"{key} is not a config key; attnexp's is {EQUIVALENTS[key]}"
+    group = close_group(key)
+    if group:  # a misspelt group (atention=rotary) got no suggestion where a misspelt key did
+        value = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("+~") == key), "...")
+        return f"{key} is not a config group or key; did you mean {group}={value}? (train --help lists the groups)"
     hint = f"; did you mean {close_key(key, keys)}?" if close_key(key, keys) else \
         "; `python -m attnexp train --cfg job` prints every key"
     extra = ""
@@ -128,6 +132,17 @@ def unknown_key(key: str, overrides: list[str]) -> str:
     elif key.startswith("callbacks."):
         extra = f" (a new callback needs a '+': +{key}=...)"
     return f"{key} is not a config key{hint}{extra}"
+
+
+def close_group(key: str) -> str | None:
+    """A config group whose name is a near spelling of `key` (a top-level name), or None."""
+    from attnexp.config.paths import conf_dir
+
+    if "." in key:
+        return None
+    groups = sorted(p.name for p in conf_dir().iterdir() if p.is_dir() and p.name != "hydra") + ["local"]
+    near = difflib.get_close_matches(key, groups, n=1, cutoff=0.7)
+    return near[0] if near and near[0] != key else None
 
 
 def sweep_jobs(overrides: list[str]) -> list[list[str]]:

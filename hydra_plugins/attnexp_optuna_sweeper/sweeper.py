@@ -345,7 +345,8 @@ def require_optuna():
     try:
         import optuna
     except ImportError:
-        raise SweepError("hparams_search=optuna needs Optuna: pip install -e '.[sweep]'") from None
+        raise SweepError("hparams_search=optuna needs Optuna: pip install 'attnexp[sweep]' (from a checkout: "
+                         "pip install -e '.[sweep]')") from None
     # heartbeats, fail_stale_trials and RetryFailedTrialCallback are marked experimental; they are the
     # mechanism Optuna itself uses to tell a dead worker's trials from live ones
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)

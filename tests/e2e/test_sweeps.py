@@ -368,8 +368,8 @@ def test_an_optuna_sweep_that_cannot_start_is_one_line(tmp_path, monkeypatch):
         f"hydra.sweeper.storage: {tmp_path / 'adir'} is a folder; give a file for the study, e.g. "
         f"hydra.sweeper.storage=sqlite:///{tmp_path / 'adir'}/study.db")
     monkeypatch.setitem(sys.modules, "optuna", None)  # as if it were not installed
-    assert precheck(["hparams_search=optuna"], multirun=True) == ("hparams_search=optuna needs Optuna: pip install -e "
-                                                                  "'.[sweep]'")
+    assert precheck(["hparams_search=optuna"], multirun=True) == (  # the installed wheel's command first (issue 50)
+        "hparams_search=optuna needs Optuna: pip install 'attnexp[sweep]' (from a checkout: pip install -e '.[sweep]')")
 
 
 def test_glob_sweeps_and_ddp_spawn_are_checked_before_anything_runs():

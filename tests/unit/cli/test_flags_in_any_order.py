@@ -65,3 +65,10 @@ def test_the_documented_command_line_search_space_is_taken(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     assert precheck(["hparams_search=optuna", "optim.lr=tag(log, interval(1e-4, 1e-2))"], multirun=True) is None
     assert precheck(["hparams_search=optuna", "model.d_model=choice(32, 64)"], multirun=True) is None
+
+
+def test_a_misspelt_group_gets_a_suggestion(tmp_path, capsys, monkeypatch):
+    """Before: `atention=rotary` got `atention is not a config key` and no suggestion."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = said(capsys, "atention=rotary")
+    assert code == 2 and "did you mean attention=rotary?" in err and err.count("\n") == 1, err
