@@ -89,3 +89,15 @@ def test_a_sweep_goes_under_the_experiments_sweep_dir(tmp_path, monkeypatch):
     assert sweep_dir(["seed=0,1"]) == "multirun" and sweep_dir(["paths.sweep_dir=elsewhere", "seed=0,1"]) == "elsewhere"
     # a command whose fixed part does not compose (Hydra then says why itself): the command line's folder still
     assert sweep_dir(["paths.sweep_dir=there", "attention=nope", "seed=0,1"]) == "there"
+
+
+def test_a_local_file_written_as_the_docs_say_takes_effect(tmp_path, capsys, monkeypatch):
+    """Issue 50. Before: a local/default.yaml without `# @package _global_` (which no doc mentioned) was
+    silently ignored: its settings landed under a new `local:` key. Its place in the order: over the
+    experiment, under the command line."""
+    (tmp_path / "myconf" / "local").mkdir(parents=True)
+    (tmp_path / "myconf" / "local" / "default.yaml").write_text("trainer:\n  max_epochs: 3\n")
+    monkeypatch.chdir(tmp_path)
+    out = shown(capsys, "--config-dir", "myconf", "experiment=copy")
+    assert "max_epochs: 3" in out and "local:" not in out
+    assert "max_epochs: 9" in shown(capsys, "--config-dir", "myconf", "experiment=copy", "trainer.max_epochs=9")
