@@ -44,10 +44,6 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
         return EXIT[Status.CONFIG_ERROR]
     flags = hydra_flags(argv)
     multirun, overrides = bool(flags.multirun), list(flags.overrides)
-    if multirun and (flags.cfg or flags.info):  # Hydra's own answer was a ValueError traceback
-        print(f"attnexp: config error: {'--cfg' if flags.cfg else '--info'} shows one run's config, and Hydra takes it "
-              f"without -m: drop -m to see the first job's (or give each job's settings without commas)", file=sys.stderr)
-        return EXIT[Status.CONFIG_ERROR]
     if not (flags.help or flags.hydra_help or flags.shell_completion):  # --cfg, --info: checked as a run would be
         try:
             checked = with_config_dir(overrides, flags.config_dir)
@@ -58,6 +54,10 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
         if problem:
             print(f"attnexp: config error: {hide_password(problem)}", file=sys.stderr)
             return EXIT[Status.CONFIG_ERROR]
+    if multirun and (flags.cfg or flags.info):  # Hydra's own answer was a ValueError traceback
+        print(f"attnexp: config error: {'--cfg' if flags.cfg else '--info'} shows one run's config, and Hydra takes it "
+              f"without -m: drop -m to see the first job's (or give each job's settings without commas)", file=sys.stderr)
+        return EXIT[Status.CONFIG_ERROR]
     folder, key = run_folder(overrides, multirun)  # composed once: the writable check and the sweep's folder
     problem = unwritable(folder, key)
     if problem:

@@ -84,6 +84,8 @@ def register_resolvers() -> None:
     # an absolute path: the MLflow logger's SQLite store and artifacts under paths.log_dir, wherever it is given
     OmegaConf.register_new_resolver("attnexp_abspath", lambda p: str(Path(p).resolve()), replace=True)
     OmegaConf.register_new_resolver("attnexp_jobdir", job_dirname, replace=True)
+    # logger=wandb: WANDB_MODE as wandb reads it (offline/dryrun: offline; online, disabled: wandb.init decides)
+    OmegaConf.register_new_resolver("attnexp_offline", lambda mode: str(mode) in ("offline", "dryrun"), replace=True)
     OmegaConf.register_new_resolver("attnexp_attention", attention_label, replace=True)
 
 
