@@ -26,7 +26,9 @@ REPO = Path(__file__).resolve().parents[1]
 LOCK = REPO / "requirements" / "lock.txt"
 EXTRAS = "test,docs,sweep,mlflow,cluster,hf,notebook,explain,newsgroups,timeline"
 TORCH = "torch==2.13.0"  # the CPU wheel on this machine's disk; a GPU machine installs its own first
-LEFT_OUT = ("torch", "attnexp", "nvidia-", "triton", "pip", "setuptools", "wheel")  # your hardware's, or ours
+# your hardware's, or ours: these names exactly (torchmetrics, torch's prefix, was left unpinned), and two families
+LEFT_OUT = {"torch", "attnexp", "pip", "setuptools", "wheel"}
+LEFT_OUT_FAMILIES = ("nvidia-", "triton")
 
 
 def venv(where: Path) -> Path:
@@ -40,7 +42,8 @@ def venv(where: Path) -> Path:
 def freeze(py: Path) -> list[str]:
     out = subprocess.run([py, "-m", "pip", "freeze", "--exclude-editable"], check=True, capture_output=True, text=True)
     return sorted((line for line in out.stdout.splitlines()
-                   if "==" in line and not line.lower().startswith(LEFT_OUT)), key=str.lower)
+                   if "==" in line and line.split("==")[0].lower() not in LEFT_OUT
+                   and not line.lower().startswith(LEFT_OUT_FAMILIES)), key=str.lower)
 
 
 def header() -> list[str]:
