@@ -7,6 +7,7 @@ scalars through Lightning's `log_metrics`; it is only skipped for images, tables
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from lightning.pytorch.loggers import CSVLogger, Logger, MLFlowLogger, TensorBoardLogger, WandbLogger
@@ -86,13 +87,23 @@ class MLflow(Adapter):
     FILES = ("summary.json", "config_resolved.yaml", "maps/viewer.html", "maps/evolution_ex*.gif")
 
     def config(self, lg, config):
-        # under config/: an MLflow param cannot change, and the settings Lightning logs at fit are the
-        # resolved ones (task.objective=next where the config says auto)
-        lg.log_hyperparams({"config": config})
-        if lg.experiment is not None and isinstance(lg.experiment_id, str):
-            # MLflow 3 opens an experiment of no kind on its GenAI view ("Traces 0 / No data available");
-            # this kind opens it on the training runs (its UI reads the tag, as it sets it itself)
-            lg.experiment.set_experiment_tag(lg.experiment_id, "mlflow.experimentKind", "custom_model_development")
+        # The logger's first use runs mlflow.set_tracking_uri, which writes os.environ["MLFLOW_TRACKING_URI"]:
+        # the next run of this process (a sweep's next job, a notebook's) would take this run's store for
+        # the user's own variable (conf/logger/mlflow.yaml reads it). The user's value is put back.
+        before = os.environ.get("MLFLOW_TRACKING_URI")
+        try:
+            # under config/: an MLflow param cannot change, and the settings Lightning logs at fit are the
+            # resolved ones (task.objective=next where the config says auto)
+            lg.log_hyperparams({"config": config})
+            if lg.experiment is not None and isinstance(lg.experiment_id, str):
+                # MLflow 3 opens an experiment of no kind on its GenAI view ("Traces 0 / No data available");
+                # this kind opens it on the training runs (its UI reads the tag, as it sets it itself)
+                lg.experiment.set_experiment_tag(lg.experiment_id, "mlflow.experimentKind", "custom_model_development")
+        finally:
+            if before is None:
+                os.environ.pop("MLFLOW_TRACKING_URI", None)
+            else:
+                os.environ["MLFLOW_TRACKING_URI"] = before
 
     def image(self, lg, key, img, png, step):  # an image series: the UI's step slider, as TensorBoard's
         lg.experiment.log_image(lg.run_id, img.convert("RGB"), key=key, step=step)

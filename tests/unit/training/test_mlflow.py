@@ -4,6 +4,8 @@ runs it against a real `mlflow server`)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from attnexp.api import train
@@ -16,9 +18,13 @@ QUICK = ["trainer.enable_progress_bar=false", "data.n_sentences=400", "trainer.m
          "maps.animation=true"]
 
 
-def test_an_mlflow_run_holds_metrics_the_config_tags_maps_and_the_viewer(tmp_path):
+def test_an_mlflow_run_holds_metrics_the_config_tags_maps_and_the_viewer(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     run = run_of([*QUICK, "logger=mlflow", f"paths.log_dir={tmp_path / 'runs'}", "tags=[first_look]"], tmp_path / "run")
     s = train(run)
+    # mlflow.set_tracking_uri wrote the variable the logger's yaml reads: the next run of this process (a
+    # sweep's next job) took this run's store for the user's own (issue 50's review)
+    assert "MLFLOW_TRACKING_URI" not in os.environ
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}")
     [r] = client.search_runs([client.get_experiment_by_name("attnexp").experiment_id])
     assert r.info.status == "FINISHED" and r.info.run_name == "run"  # named after its folder
