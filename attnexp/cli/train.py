@@ -50,7 +50,10 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
         except ConfigError as e:
             print(f"attnexp: config error: {hide_password(str(e))}", file=sys.stderr)
             return EXIT[Status.CONFIG_ERROR]
-        problem = precheck(checked, multirun, training=not (flags.cfg or flags.info))
+        from attnexp.results.folder import rank_zero
+
+        # a DDP child of a study's job runs that job's overrides (hparams_search=optuna) without -m: not the user's command
+        problem = precheck(checked, multirun, training=not (flags.cfg or flags.info) and rank_zero())
         if problem:
             print(f"attnexp: config error: {hide_password(problem)}", file=sys.stderr)
             return EXIT[Status.CONFIG_ERROR]
