@@ -34,7 +34,16 @@ COMMANDS = ("train", "eval", "sample", "variants", "maps", "compare")
 
 def main(argv: list[str] | None = None, started: float | None = None) -> int:
     """`started`: when the process started (`python -m attnexp` records it before any import), for
-    the run's start-up time; now, for the console script."""
+    the run's start-up time; now, for the console script. Output piped into a reader that stops
+    early (`attnexp variants | head`) ends quietly, as the Python docs advise, not in a traceback."""
+    try:
+        return command(argv, started)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python flushes stdout again at exit
+        return 141  # 128 + SIGPIPE, what a shell reports for a command whose reader went away
+
+
+def command(argv: list[str] | None, started: float | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     started = started or time.time()
     if not argv or argv[0] in ("-h", "--help", "help"):

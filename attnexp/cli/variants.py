@@ -17,6 +17,11 @@ def options() -> list[dict]:
         variant = attention.canonical(str(node.get("name")))
         sets = ", ".join(f"{k}={v}" for k, v in node.items() if k not in ("defaults", "name"))
         rows.append({"attention=": path.stem, "variant": variant, "sets": sets or "-"})
+    from attnexp.config import plugins
+
+    for name, cls in attention.registered().items():  # an installed package's variant: attention=NAME, no yaml
+        if plugins.plugin_of(cls):
+            rows.append({"attention=": name, "variant": name, "sets": f"- (plugin: {plugins.plugin_of(cls)})"})
     return rows
 
 

@@ -20,7 +20,7 @@ from importlib.metadata import entry_points
 
 GROUPS = ("attnexp.attention", "attnexp.data")
 FAILED: dict[str, str] = {}  # "group:name" -> the line said about it (each said once a process)
-MODULES: set[str] = set()  # the modules entry points named, imported
+MODULES: dict[str, str] = {}  # the modules entry points named, imported -> "distribution version" that declared them
 _loaded: set[str] = set()
 
 
@@ -38,7 +38,7 @@ def load(group: str) -> list[str]:
             raise
         except BaseException as e:  # noqa: BLE001 - a stranger's package: any error is its own (a SystemExit too), ours goes on
             dist = getattr(ep, "dist", None)
-            owner = f"{dist.name} {dist.version}" if dist else "an installed package"
+            owner = owner_of(ep)
             first = (str(e).splitlines() or [""])[0]
             line = (f"attnexp: plugin {ep.name!r} ({group} = {ep.value}, from {owner}) failed to load: "
                     f"{type(e).__name__}: {first}; fix it or pip uninstall {dist.name if dist else 'it'} "
@@ -47,10 +47,20 @@ def load(group: str) -> list[str]:
             print(line, file=sys.stderr)
         else:
             ok.append(ep.name)
-            MODULES.add(module)
+            MODULES[module] = owner_of(ep)
     return ok
+
+
+def owner_of(ep) -> str:
+    dist = getattr(ep, "dist", None)
+    return f"{dist.name} {dist.version}" if dist else "an installed package"
+
+
+def plugin_of(cls: type) -> str | None:
+    """The distribution ("name version") whose entry point defined `cls` (or a submodule of it), or None."""
+    return next((owner for m, owner in MODULES.items() if cls.__module__ == m or cls.__module__.startswith(m + ".")), None)
 
 
 def from_plugin(cls: type) -> bool:
     """Whether `cls` was defined by a module an entry point named (or one of its submodules)."""
-    return any(cls.__module__ == m or cls.__module__.startswith(m + ".") for m in MODULES)
+    return plugin_of(cls) is not None

@@ -152,3 +152,30 @@ def test_a_plugin_that_exits_or_claims_a_builtin_name_is_one_line_and_the_comman
     listed = subprocess.run([sys.executable, "-m", "attnexp", "variants"], cwd=tmp_path, capture_output=True, text=True,
                             timeout=120, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{site}:{REPO}", "HOME": str(tmp_path)})
     assert listed.returncode == 0 and "a stranger's variant" not in listed.stdout
+
+
+LISTED = '''
+from attnexp.attention.registry import register
+from attnexp.attention.variants.mha import MultiHead
+
+
+@register
+class Listed(MultiHead):
+    name = "throwaway_listed"
+    summary = "a plugin's variant, listed"
+'''
+
+
+def test_attnexp_variants_lists_a_plugins_variant_with_its_package(tmp_path):
+    """Issue 50. Before: plugin variants trained and showed in --help and compare but were missing from
+    `attnexp variants`' table (its rows came from conf/attention/ only)."""
+    from helpers.runs import REPO
+
+    site = tmp_path / "site"
+    site.mkdir()
+    metadata_plugin(site, "plugin-listed", "plugin_listed", LISTED)
+    listed = subprocess.run([sys.executable, "-m", "attnexp", "variants"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{site}:{REPO}", "HOME": str(tmp_path)})
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    row = next((line for line in listed.stdout.splitlines() if line.startswith("throwaway_listed ")), None)
+    assert row is not None and "(plugin: plugin-listed 0.1)" in row, listed.stdout
