@@ -63,11 +63,15 @@ def end_of_run(s: dict) -> str:
     for cmd in s.get("dashboards") or []:
         lines.append(f"  view     {cmd}")
     maps = (s.get("attention_maps") or {}).get("dir")
-    if maps and (Path(maps) / "viewer.html").exists():
+    written = (s.get("attention_maps") or {}).get("written")  # what the run wrote, not what its config asked for
+    if not isinstance(written, list):  # a record from before attnexp kept one
+        written = ["viewer.html", "evolution_ex0.gif"] if maps and (Path(maps) / "viewer.html").exists() else []
+    shown = [_rel(str(Path(maps) / "viewer.html"), root)] if maps and "viewer.html" in written else []
+    shown += [f"{_rel(maps, root)}/evolution_ex*.gif"] if maps and any(str(w).endswith(".gif") for w in written) else []
+    if shown:
         al = (s.get("attention_maps") or {}).get("alignment")
         best_head = f" · best head L{al['layer']}H{al['head']} (alignment {al['best']:.2f})" if al else ""
-        viewer = _rel(str(Path(maps) / "viewer.html"), root)
-        lines.append(f"  maps     {viewer} · {_rel(maps, root)}/evolution_ex*.gif{best_head}")
+        lines.append(f"  maps     {' · '.join(shown)}{best_head}")
     heads = heads_line(s, root)
     if heads:
         lines.append(heads)

@@ -181,7 +181,7 @@ def finished(recorder: RunRecorder, trainer, maps, run: Run) -> dict | None:
     record of its settings and final metrics."""
     if maps:
         recorder.extra["attention_maps"] = {"dir": str(run.out_dir / "maps"), "alignment": maps.last_alignment,
-                                            "timeline": maps.timeline_summary}
+                                            "timeline": maps.timeline_summary, "written": sorted(maps.written)}
     record_early_stop(recorder, trainer)
     result = recorder.write(trainer, recorder.status, error=recorder.error)
     if result and recorder.status == Status.COMPLETED:

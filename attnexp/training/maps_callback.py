@@ -43,6 +43,7 @@ class AttentionMaps(L.Callback):
         self.animations: dict[int, render.Animation] = {}  # example -> its GIF, a frame per snapshot (drawing thread)
         self._drawer = Drawer(cfg.background)  # the pictures, off the training thread (maps.background)
         self.viewer: Viewer | None = None  # viewer.html's data, added to at every snapshot
+        self.written: list[str] = []  # the files of the maps folder the end of a run names, as they are written
         self.shape: tuple[int, int] = (0, 0)  # layers, heads
         self.last_alignment: dict | None = None
         self._last = None  # the last snapshot's weights (maps.bertviz writes them at the end)
@@ -312,6 +313,7 @@ class AttentionMaps(L.Callback):
         if self.cfg.html and self.viewer is not None and self.viewer.epochs:
             self.viewer.write(self.dir / "viewer.html", str(Path(trainer.default_root_dir).name), self.cfg.scale, *self.shape,
                               timeline=self._timeline_view)
+            self.written.append("viewer.html")
         if self.cfg.bertviz and self._last is not None:  # the last snapshot, in bertviz's views
             from attnexp.maps import bertviz_export
 
@@ -321,6 +323,7 @@ class AttentionMaps(L.Callback):
     def _write_gifs(self) -> None:
         for b, anim in self.animations.items():  # each frame was encoded as it came: this writes bytes
             anim.write(self.dir / f"evolution_ex{b}.gif")
+            self.written.append(f"evolution_ex{b}.gif")
 
     def _add_to_viewer(self, epoch: int, w: np.ndarray, a: Analysis | None = None) -> None:
         if not self.cfg.html:

@@ -141,3 +141,15 @@ def test_a_resumed_runs_end_block_says_which_time_is_which():
          "train_time_s": 100.4, "wall_time_s": 41.9, "steps": 30, "epochs": 3, "device": "cpu",
          "resumed_from": ["/r/checkpoints/interrupted.ckpt"]}
     assert "100.4 s training over 2 sessions · this session 41.9 s in all (since the resume)" in end_of_run(s)
+
+
+def test_the_end_of_a_run_names_only_the_maps_it_wrote(tmp_path, capsys):
+    """Issue 50. Before: with maps.animation=false the end of a run still named maps/evolution_ex*.gif,
+    which was never written (the block was spelled from the config, not from what the run wrote)."""
+    run_dir = tmp_path / "run"
+    assert main(["train", *QUICK, "logger=none", "maps.animation=false", f"hydra.run.dir={run_dir}"]) == 0
+    block = capsys.readouterr().out
+    block = block[block.index("attnexp: run completed"):]
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["attention_maps"]["written"] == ["viewer.html"] and not list((run_dir / "maps").glob("*.gif"))
+    assert "maps     maps/viewer.html" in block and ".gif" not in block, block
