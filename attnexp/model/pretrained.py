@@ -61,6 +61,9 @@ def _fail_to_load(source: str, e: Exception) -> ConfigError:
     if Path(source).exists():
         first = (str(e).splitlines() or [""])[0][:200]
         return ConfigError(f"hf:{source}: cannot read a transformers model there ({type(e).__name__}: {first})")
+    if source.startswith((".", "/", "~")) or source.count("/") > 1:  # a path: a hub name is NAME or ORG/NAME
+        return ConfigError(f"hf:{source}: no such folder (from {Path.cwd()}); give the folder that holds the model's "
+                           f"config.json and weights, hf:DIR (a relative path is read from the folder you run in)")
     return ConfigError(f"hf:{source}: no such folder, and the Hugging Face hub cannot give it here "
                        f"({'offline' if _offline() else type(e).__name__}); download it where you are online "
                        f"(huggingface-cli download {source} --local-dir DIR) and give hf:DIR")

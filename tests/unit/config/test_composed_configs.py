@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -20,6 +22,13 @@ def test_every_option_composes_and_validates(group, option, tmp_path):
     cfg = compose_cfg(overrides, tmp_path)
     if group == "experiment" and option == "newsgroups_bert":  # the hub's bert-base-uncased; tests are offline
         with pytest.raises(ConfigError, match=r"hf:bert-base-uncased: no such folder.*give hf:DIR"):
+            load_run(cfg)
+        return
+    if group == "experiment" and option == "newsgroups_minilm" and not Path("../shared/models/all-MiniLM-L6-v2").is_dir():
+        # a fresh clone with nothing beside it (issue 50): before, the message told the user to download a
+        # file path from the hub
+        with pytest.raises(ConfigError, match=r"hf:\.\./shared/models/all-MiniLM-L6-v2: no such folder \(from .*\); give "
+                                              r"the folder that holds the model's config.json and weights, hf:DIR"):
             load_run(cfg)
         return
     if group == "trainer" and option in ("gpu", "fsdp") and not torch.cuda.is_available():
