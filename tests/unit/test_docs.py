@@ -341,3 +341,12 @@ def test_the_cross_entropy_figures_quoted_are_the_benchmarks_file():
     page = " ".join((REPO / "docs" / "benchmarks.md").read_text().split())
     said = f"{d['chunked_vs_full_time']:.2f}x the time for {d['chunked_vs_full_memory']:.2f}x the memory"
     assert page.count(said) == 2 and d["chunked_vs_full_time"] > 1
+
+
+def test_the_readmes_docs_line_installs_from_the_lock_as_ci_does():
+    """Issue 50. Before: README's docs line installed without the lock, and `mkdocs serve` printed
+    Material's notice about MkDocs 2 (which .ci/run silences)."""
+    line = next(x for x in (REPO / "README.md").read_text().splitlines() if "mkdocs serve" in x)
+    assert "pip install -c requirements/lock.txt -e '.[docs]'" in line and "NO_MKDOCS_2_WARNING=1 mkdocs serve" in line
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "pip install -q -c requirements/lock.txt -e '.[docs]'" in ci and "NO_MKDOCS_2_WARNING=1 mkdocs build" in ci
