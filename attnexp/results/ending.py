@@ -90,7 +90,8 @@ def heads_line(s: dict, root: Path) -> str | None:
     if said:
         what = "formed: " + ", ".join(said)
     else:
-        what = "change points not sought" if t.get("change_points_skipped") else "no head changed role abruptly"
+        why = t.get("change_points_skipped")  # the reason, with the fix (e.g. pip install 'attnexp[timeline]')
+        what = f"change points not sought ({str(why)[:120]})" if why else "no head changed role abruptly"
     picture = Path(str(t.get("file", ""))).with_name("timeline.png")
     return f"  heads    {what} · {t.get('readings', 0)} readings · {_rel(str(picture), root)}"
 

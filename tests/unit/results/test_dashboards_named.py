@@ -50,3 +50,15 @@ def test_an_optuna_study_names_its_dashboard_without_the_password():
     assert dashboard("postgresql+psycopg://me:p@ss:w/rd@db:5432/optuna") == \
         "optuna-dashboard 'postgresql+psycopg://me:***@db:5432/optuna'"
     assert dashboard(None) is None
+
+
+def test_the_heads_line_says_why_change_points_were_not_sought_and_how_to_get_them(tmp_path):
+    """Issue 50. Before: a README install (no `timeline` extra) printed `change points not sought` and
+    neither why nor how to get them."""
+    from attnexp.heads.timeline import NEEDS
+    from attnexp.results.ending import heads_line
+
+    s = {"attention_maps": {"timeline": {"file": str(tmp_path / "maps" / "timeline.jsonl"), "readings": 5,
+                                         "formations": [], "change_points_skipped": NEEDS}}}
+    line = heads_line(s, tmp_path)
+    assert "change points not sought (change points need ruptures: pip install 'attnexp[timeline]'" in line, line
