@@ -94,6 +94,9 @@ def close_key(key: str, keys: list[str]) -> str | None:
     return None
 
 
+PRUNER_KEYS = ("n_startup_trials", "n_warmup_steps")  # attnexp's sweeper keys that belong to its median pruner
+
+
 def sweeper_key(key: str) -> str:
     """A key attnexp's Optuna sweeper does not take (lightning-hydra-template's sampler/pruner nodes):
     the keys it does take, and the one meant where there is one."""
@@ -104,6 +107,9 @@ def sweeper_key(key: str) -> str:
     keys = [f.name for f in fields(AttnexpOptunaSweeperConf) if not f.name.startswith("_") and f.name != "trial"]
     last = key.rsplit(".", 1)[-1]
     meant = f" (did you mean hydra.sweeper.{last}?)" if last in keys and key != f"hydra.sweeper.{last}" else ""
+    if key.startswith("hydra.sweeper.sampler.") and last in PRUNER_KEYS:  # LHT's TPE setting, not the pruner's
+        meant = (f" (attnexp's sampler takes only hydra.sweeper.sampler=tpe|random and hydra.sweeper.seed; "
+                 f"hydra.sweeper.{last} is the median pruner's)")
     return (f"{key} is not a key of attnexp's Optuna sweeper{meant}; it takes hydra.sweeper.KEY for KEY in: "
             f"{', '.join(keys)} (sampler=tpe|random, pruner=median|none; the search space in hydra.sweeper.params)")
 

@@ -174,10 +174,15 @@ def test_an_override_the_grammar_cannot_read_is_named(capsys):
 
 @pytest.mark.parametrize("args,needle", [
     (["-m", "hparams_search=optuna", "hydra.sweeper.sampler.n_startup_trials=5"],
-     "hydra.sweeper.sampler.n_startup_trials is not a key of attnexp's Optuna sweeper (did you mean "
-     "hydra.sweeper.n_startup_trials?); it takes hydra.sweeper.KEY for KEY in: study_name, storage,"),
+     # issue 50: before, "did you mean hydra.sweeper.n_startup_trials?", which is the pruner's setting
+     "hydra.sweeper.sampler.n_startup_trials is not a key of attnexp's Optuna sweeper (attnexp's sampler takes only "
+     "hydra.sweeper.sampler=tpe|random and hydra.sweeper.seed; hydra.sweeper.n_startup_trials is the median "
+     "pruner's); it takes hydra.sweeper.KEY for KEY in: study_name, storage,"),
+    (["-m", "hparams_search=optuna", "hydra.sweeper.pruner.n_startup_trials=5"],
+     "hydra.sweeper.pruner.n_startup_trials is not a key of attnexp's Optuna sweeper (did you mean "
+     "hydra.sweeper.n_startup_trials?)"),
     (["paths.output_dir=/tmp/elsewhere"], "paths.output_dir is the folder attnexp gives each run"),
-], ids=["lht-sampler-key", "output-dir"])
+], ids=["lht-sampler-key", "lht-pruner-key", "output-dir"])
 def test_lightning_hydra_template_habits_get_attnexps_key(args, needle, capsys):
     """Before: LHT's sampler key said "Cannot convert 'dict' to string", and paths.output_dir=DIR was
     taken silently and split the run (summary.json there, train.log and .hydra/ in outputs/)."""
