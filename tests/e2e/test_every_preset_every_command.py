@@ -1,6 +1,7 @@
 """Every shipped experiment preset through the commands that read its checkpoint (issue 50): two
-training steps and one validation batch (20 Newsgroups' first 200 posts a split) (`trainer.limit_*`, so a checkpoint is written, which
-fast_dev_run never does) -> `eval split=val` -> `maps` -> `attnexp.api.load(ckpt).attention(text)`.
+training steps and one validation batch (`trainer.limit_*`, so a checkpoint is written, which
+fast_dev_run never does; 20 Newsgroups' first 200 posts a split) -> `eval split=val` -> `maps` ->
+`attnexp.api.load(ckpt).attention(text)`.
 newsgroups_bert fine-tunes the hub's bert-base-uncased (no network here); newsgroups_minilm needs
 ../shared/models and skips without it."""
 
