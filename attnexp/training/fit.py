@@ -25,7 +25,7 @@ from attnexp.model import checkpoints
 from attnexp.results import summary
 from attnexp.results.summary import Status
 from attnexp.training import build
-from attnexp.training.loggers import finish, log_final_hparams
+from attnexp.training.loggers import finish, links, log_final_hparams
 from attnexp.training.module import AttnexpModule
 from attnexp.training.recorder import RunRecorder
 from attnexp.training.stops import Interrupted, QuietDiskFullThreads, StopSignals, lightning_refused, status_for
@@ -134,6 +134,7 @@ def _train(run: Run, stops: StopSignals, extra_callbacks: Sequence[L.Callback]) 
     ours, best, maps = build.our_callbacks(run, recorder, stops)
     callbacks = [*ours, *extra_callbacks, *(instantiate(c) for c in run.callbacks.values())]
     loggers = build.loggers(run)
+    recorder.static["dashboards"] = [*recorder.static.get("dashboards", []), *links(loggers)]  # known once they exist
     trainer = build.trainer(run, callbacks, loggers)
     stops.trainer = trainer
     try:

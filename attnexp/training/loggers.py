@@ -38,6 +38,10 @@ class Adapter:
     def final_hparams(self, lg: Logger, params: dict, metrics: dict, step: int) -> None:
         pass
 
+    def link(self, lg: Logger) -> str | None:
+        """The address that opens this run's page, where it can only be known once the logger exists."""
+        return None
+
     def finish(self, lg: Logger, completed: bool, run_dir: Path | None = None) -> None:
         pass
 
@@ -104,6 +108,15 @@ class MLflow(Adapter):
                 os.environ.pop("MLFLOW_TRACKING_URI", None)
             else:
                 os.environ["MLFLOW_TRACKING_URI"] = before
+
+    def link(self, lg):
+        # MLflow 3.17 opens an experiment on its GenAI view whatever its tag says: this address opens the
+        # training runs' table (`mlflow ui` serves a local store on port 5000)
+        if not isinstance(lg.experiment_id, str):  # a DDP rank other than 0 holds no run
+            return None
+        uri = str(lg.experiment.tracking_uri or "")  # MlflowClient.tracking_uri, public
+        base = uri.rstrip("/") if uri.startswith("http") else "http://127.0.0.1:5000"
+        return f"open '{base}/#/experiments/{lg.experiment_id}?workflowType=machine_learning'"
 
     def image(self, lg, key, img, png, step):  # an image series: the UI's step slider, as TensorBoard's
         lg.experiment.log_image(lg.run_id, img.convert("RGB"), key=key, step=step)
@@ -186,6 +199,11 @@ def log_table(loggers, key: str, columns: list[str], rows: list[list], step: int
 def log_final_hparams(loggers, params: dict, metrics: dict, step: int) -> None:
     for lg in loggers:
         adapter(lg).final_hparams(lg, params, metrics, step)
+
+
+def links(loggers) -> list[str]:
+    """The addresses that open each logger's page of this run (summary.json's `dashboards`, the end of a run)."""
+    return [x for x in (adapter(lg).link(lg) for lg in loggers) if x]
 
 
 def finish(loggers, completed: bool, run_dir: Path | None = None) -> None:

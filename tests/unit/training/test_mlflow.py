@@ -25,6 +25,13 @@ def test_an_mlflow_run_holds_metrics_the_config_tags_maps_and_the_viewer(tmp_pat
     # mlflow.set_tracking_uri wrote the variable the logger's yaml reads: the next run of this process (a
     # sweep's next job) took this run's store for the user's own (issue 50's review)
     assert "MLFLOW_TRACKING_URI" not in os.environ
+    # issue 50: the address that opens the runs table (MLflow 3.17 opens experiments on its GenAI view)
+    link = next(d for d in s["dashboards"] if "workflowType" in d)
+    import mlflow
+
+    experiment = mlflow.MlflowClient(next(d for d in s["dashboards"] if d.startswith("mlflow ui")).split()[-1].strip("'"))
+    eid = experiment.get_experiment_by_name("attnexp").experiment_id
+    assert link == f"open 'http://127.0.0.1:5000/#/experiments/{eid}?workflowType=machine_learning'"
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}")
     [r] = client.search_runs([client.get_experiment_by_name("attnexp").experiment_id])
     assert r.info.status == "FINISHED" and r.info.run_name == "run"  # named after its folder
