@@ -12,7 +12,6 @@ from __future__ import annotations
 import io
 import os
 import re
-import stat
 import sys
 
 NAMED = "ATTNEXP_ENV_FILE"
@@ -46,39 +45,17 @@ def where() -> str | None:
     return path if os.path.lexists(path) else None
 
 
-def read_text(path: str) -> str:
-    """The file's text, or ValueError saying what it is. Opened without blocking (a named pipe would
-    wait for a writer for ever) and checked on the open descriptor, so it cannot change in between."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as e:
-        raise ValueError(f"cannot be opened ({e.strerror})") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError("is not a regular file")
-        if st.st_size > MAX_BYTES:
-            raise ValueError(f"is {st.st_size:,} bytes, over the {MAX_BYTES // 1024} KiB a .env may hold")
-        data = os.read(fd, MAX_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_BYTES:
-        raise ValueError(f"holds over the {MAX_BYTES // 1024} KiB a .env may hold")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"is not UTF-8 (byte {e.start})") from None
-
-
 def load_env() -> dict[str, str]:
     """Read the user's .env into os.environ (a variable already set wins); returns what it set."""
     path = where()
     if path is None:
         return {}
+    from attnexp.config.files import FileRefused, read_text
+
     try:
-        text = read_text(path)
-    except ValueError as e:
-        say(f"{path} {e}; not read (fix or remove it, or set {NAMED}= to read none): going on without it")
+        text = read_text(path, MAX_BYTES)  # the one reading rule: a regular file, its size checked first, no pipe waited on
+    except FileRefused as e:
+        say(f"{path}: {e}; not read (fix or remove it, or set {NAMED}= to read none): going on without it")
         return {}
     from dotenv import dotenv_values
 

@@ -195,6 +195,9 @@ class SummaryError(ValueError):
     """A summary.json that cannot be used as one, with the reason in a few words."""
 
 
+MAX_BYTES = 32 << 20  # a record of thousands of epochs is well under 1 MB; a 2 GB one cost compare 4.2 GB and 49 s
+
+
 # key -> the JSON types it may hold (None: null); nested sections are checked below
 _TYPES = {"status": (str,), "error": (str, type(None)), "run_dir": (str,), "overrides": (list, type(None)),
           "choices": (dict, type(None)), "metrics": (dict,), "attention": (dict,), "model": (dict,), "data": (dict,),
@@ -203,51 +206,98 @@ _TYPES = {"status": (str,), "error": (str, type(None)), "run_dir": (str,), "over
           "peak_memory": (dict, type(None)), "attention_maps": (dict, type(None)), "pid": (int, type(None)),
           "host": (str, type(None)), "seed": (int, type(None)), "perf": (dict, type(None))}
 _METRICS = {"final": (dict,), "test": (dict,), "best": (dict, type(None)), "history": (list,)}
+_MORE = {"tags": (list,), "dashboards": (list,), "versions": (dict,), "checkpoints": (dict, type(None)),
+         "task": (dict,), "train_tokens": (int, type(None)), "device": (str, type(None)), "precision": (str, type(None)),
+         "startup_s": (int, float, type(None)), "kind": (str,), "schema": (int,)}
+
+
+def _number(v) -> bool:
+    """A number attnexp could have written: finite, not a bool, within any size a run reaches."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and abs(v) < 1e18
+
+
+def _numbers(d, what: str) -> None:
+    if d is not None and not all(isinstance(k, str) and (v is None or _number(v)) for k, v in d.items()):
+        raise SummaryError(f"{what} holds something other than numbers")
+
+
+def _strings(d, what: str) -> None:
+    """A list of texts, or an object whose values are texts or null."""
+    ok = (all(isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in d.items()) if isinstance(d, dict)
+          else all(isinstance(v, str) for v in d) if d is not None else True)
+    if not ok:
+        raise SummaryError(f"{what} holds something other than text")
 
 
 def check_record(s: Any) -> dict:
-    """The record, if it has summary.json's shape; else SummaryError naming the first thing wrong."""
+    """The record, if it has summary.json's shape, every field a reader uses of its type; else
+    SummaryError naming the first thing wrong."""
     if not isinstance(s, dict):
         raise SummaryError(f"a JSON {type(s).__name__}, not an object")
-    for key, types in _TYPES.items():
+    for key, types in {**_TYPES, **_MORE}.items():
         if key in s and not isinstance(s[key], types) or (key in s and isinstance(s[key], bool) and bool not in types):
             raise SummaryError(f"{key!r} is a {type(s[key]).__name__}")
     if s.get("status") not in STATUSES:
         raise SummaryError(f"status {str(s.get('status'))[:40]!r} is not one of {', '.join(STATUSES)}")
-    for key, types in _METRICS.items():
-        value = (s.get("metrics") or {}).get(key)
-        if key in (s.get("metrics") or {}) and not isinstance(value, types):
-            raise SummaryError(f"metrics.{key} is a {type(value).__name__}")
-    if not all(isinstance(h, dict) for h in (s.get("metrics") or {}).get("history") or []):
-        raise SummaryError("metrics.history holds something other than objects")
-    for section in ("final", "test"):
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) or v is None
-                   for v in ((s.get("metrics") or {}).get(section) or {}).values()):
-            raise SummaryError(f"metrics.{section} holds something other than numbers")
-    best = (s.get("metrics") or {}).get("best")
-    if best is not None and not (isinstance(best.get("value"), (int, float)) and isinstance(best.get("monitor"), str)):
-        raise SummaryError("metrics.best has no numeric value and monitor name")
+    for key in ("steps", "epochs", "train_time_s", "wall_time_s", "tokens_per_s", "train_tokens", "startup_s", "seed"):
+        if s.get(key) is not None and not _number(s[key]):
+            raise SummaryError(f"{key} is not a number attnexp writes")
+    for key in ("overrides", "tags", "dashboards"):
+        _strings(s.get(key), key)
+    for key in ("choices", "attention", "versions", "checkpoints"):
+        _strings(s.get(key), key)
+    for key in ("model", "peak_memory", "perf"):
+        _numbers(s.get(key), key)
+    check_metrics(s.get("metrics") or {})
+    check_sections(s)
     return s
+
+
+def check_metrics(m: dict) -> None:
+    for key, types in _METRICS.items():
+        if key in m and not isinstance(m[key], types):
+            raise SummaryError(f"metrics.{key} is a {type(m[key]).__name__}")
+    history = m.get("history") or []
+    if not all(isinstance(h, dict) for h in history):
+        raise SummaryError("metrics.history holds something other than objects")
+    for h in history:
+        _numbers(h, "metrics.history")
+    for section in ("final", "test"):
+        _numbers(m.get(section), f"metrics.{section}")
+    best = m.get("best")
+    if best is not None and not (_number(best.get("value")) and isinstance(best.get("monitor"), str)
+                                 and isinstance(best.get("checkpoint"), (str, type(None)))):
+        raise SummaryError("metrics.best has no numeric value and monitor name")
+
+
+def check_sections(s: dict) -> None:
+    """The nested sections the readers open: data's name and sizes, the task's settings, the maps' record."""
+    data = s.get("data") or {}
+    if not isinstance(data.get("name"), (str, type(None))) or not all(
+            _number(v) or v is None for k, v in data.items() if k.startswith("n_") or k in ("vocab_size", "num_classes")):
+        raise SummaryError("data holds a name or a size of the wrong type")
+    if not all(v is None or isinstance(v, (str, int, float, bool)) for v in (s.get("task") or {}).values()):
+        raise SummaryError("task holds something other than settings")
+    maps = s.get("attention_maps") or {}
+    al, t = maps.get("alignment"), maps.get("timeline")
+    if not isinstance(maps.get("dir"), (str, type(None))) or (al is not None and not (
+            isinstance(al, dict) and all(_number(al.get(k)) for k in ("layer", "head", "best")))):
+        raise SummaryError("attention_maps holds a folder or an alignment of the wrong type")
+    if t is not None and not (isinstance(t, dict) and isinstance(t.get("formations", []), list)
+                              and isinstance(t.get("file", ""), str) and _number(t.get("readings", 0))):
+        raise SummaryError("attention_maps.timeline is not a timeline's record")
+    _strings(maps.get("written"), "attention_maps.written")
 
 
 def read(path: Path | str) -> dict:
     """One run's record, checked (`check_record`); SummaryError if it is missing, not UTF-8 JSON,
     or not shaped like a summary."""
-    p = Path(path)
+    from attnexp.config.files import FileRefused, read_json
+
     try:
-        text = p.read_bytes().decode("utf-8")
-    except IsADirectoryError:
-        raise SummaryError("a folder, not a file") from None
-    except FileNotFoundError:
-        raise SummaryError("no such file") from None
-    except OSError as e:
-        raise SummaryError(f"unreadable ({e.strerror or type(e).__name__})") from None
-    except UnicodeDecodeError:
-        raise SummaryError("not UTF-8 text") from None
-    try:
-        data = json.loads(text)
-    except ValueError as e:
-        raise SummaryError(f"not valid JSON ({str(e).splitlines()[0][:80]})") from None
+        data = read_json(path, MAX_BYTES)
+    except FileRefused as e:
+        raise SummaryError(str(e)) from None
     return check_record(data)
 
 

@@ -104,8 +104,8 @@ def test_a_bad_file_is_one_line_and_the_command_goes_on(tmp_path, clean_env, cap
     assert time.perf_counter() - t0 < 1.0
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(env) in err and "going on without it" in err, err
-    assert {"huge": f"over the {MAX_BYTES // 1024} KiB", "latin1": "is not UTF-8",
-            "folder": "not a regular file"}[kind] in err
+    assert {"huge": f"over the {MAX_BYTES:,} such a file may hold", "latin1": "not UTF-8",
+            "folder": "a folder, not a file"}[kind] in err
 
 
 def run(code: str, cwd, **env) -> subprocess.CompletedProcess:
@@ -119,7 +119,7 @@ def test_a_named_pipe_called_dotenv_hangs_no_command(tmp_path):
     os.mkfifo(tmp_path / ".env")
     r = run("from attnexp.cli import main; raise SystemExit(main(['compare', 'nowhere']))", tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
-    assert f"{tmp_path / '.env'} is not a regular file" in r.stderr and "nowhere" in r.stderr, r.stderr
+    assert f"{tmp_path / '.env'}: not a regular file" in r.stderr and "nowhere" in r.stderr, r.stderr
 
 
 def test_a_deleted_working_folder_is_no_traceback(tmp_path):

@@ -1,0 +1,101 @@
+"""One reading rule for a file from outside this process (a run folder's summary.json, a .env, a
+study's journal): opened without blocking (a named pipe would wait for a writer for ever), used only
+if it is a regular file, its size checked on the open descriptor before a byte is read, JSON parsed
+within a nesting limit. Every failure is FileRefused with the reason in a few words, for the caller's
+one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+
+class FileRefused(ValueError):
+    """A file that is not read, and why (a few words)."""
+
+
+MAX_JSON_DEPTH = 64  # a summary.json nests 4 deep; 100,000 deep was a RecursionError traceback
+
+
+def read_bytes(path: Path | str, limit: int) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, or FileRefused."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise FileRefused("no such file") from None
+    except IsADirectoryError:
+        raise FileRefused("a folder, not a file") from None
+    except OSError as e:
+        raise FileRefused(f"unreadable ({e.strerror or type(e).__name__})") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise FileRefused("a folder, not a file")
+        if not stat.S_ISREG(st.st_mode):
+            raise FileRefused("not a regular file (a pipe, a device or a socket)")
+        if st.st_size > limit:
+            raise FileRefused(f"{st.st_size:,} bytes, over the {limit:,} such a file may hold")
+        chunks, left = [], limit + 1
+        while left > 0:  # a file that grows while it is read stops at the limit
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as e:
+        raise FileRefused(f"unreadable ({e.strerror or type(e).__name__})") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > limit:
+        raise FileRefused(f"over the {limit:,} bytes such a file may hold")
+    return data
+
+
+def read_text(path: Path | str, limit: int) -> str:
+    try:
+        return read_bytes(path, limit).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FileRefused(f"not UTF-8 text (byte {e.start})") from None
+
+
+def nesting(text: str) -> int:
+    """How deep JSON text nests (brackets outside strings), counted before it is parsed."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            escaped = not escaped and ch == "\\"
+            in_string = escaped or ch != '"'
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def read_json(path: Path | str, limit: int, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """A JSON file read by the rule above, nested at most `max_depth` deep; NaN and Infinity refused."""
+    text = read_text(path, limit)
+    if nesting(text) > max_depth:
+        raise FileRefused(f"nested over {max_depth} deep")
+    return loads(text)
+
+
+def loads(text: str) -> Any:
+    def constant(name: str):
+        raise FileRefused(f"holds {name}, which is not JSON")
+
+    try:
+        return json.loads(text, parse_constant=constant)
+    except (ValueError, RecursionError) as e:
+        if isinstance(e, FileRefused):
+            raise
+        raise FileRefused(f"not valid JSON ({str(e).splitlines()[0][:80] if str(e) else type(e).__name__})") from None
