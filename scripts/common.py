@@ -61,3 +61,13 @@ def screenshot(url: str, out: Path, size: str, wait_ms: int = 10000) -> None:
 def page_dom(url: str, wait_ms: int = 10000) -> str:
     """The DOM of `url` once its scripts have drawn it (MLflow's, TensorBoard's pages)."""
     return chromium(["--dump-dom", url], "1600,1000", wait_ms, text=True).stdout
+
+
+def own_data(ckpt: str | Path) -> list[str]:
+    """The data files a checkpoint this script trained was read from, named again for `evaluate`: a
+    checkpoint never chooses what attnexp reads (docs/security.md), so whoever knows them gives them."""
+    import torch
+
+    location = (torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True).get("data_identity") or {}).get("location")
+    return [f"data.{k}={v}" for k, v in (location or {}).items() if k in ("path", "corpus", "tokenizer", "hub_name")
+            and v is not None]

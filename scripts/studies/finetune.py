@@ -34,7 +34,7 @@ from attnexp.maps import snapshot
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
-from common import RESULTS, markdown_table  # noqa: E402
+from common import RESULTS, markdown_table, own_data  # noqa: E402
 
 SETTINGS = {"raw": [], "clean": ["data.remove=[headers,footers,quotes]"]}
 RUNS = {"finetune": [], "frozen": ["optim.freeze_encoder=true", "optim.lr=3e-3", "optim.warmup_steps=20"]}
@@ -101,7 +101,7 @@ def best_epoch(checkpoint: str | None) -> int | None:
 
 def tested(row: dict) -> dict:
     """The test split, read once: the kept checkpoint of `row` scored by `attnexp eval`."""
-    m = evaluate(row["checkpoint"], split="test")["metrics"]["test"]
+    m = evaluate(row["checkpoint"], split="test", data_overrides=own_data(row["checkpoint"]))["metrics"]["test"]
     return {**row, "test_acc": m.get("test/acc"), "test_f1_macro": m.get("test/f1_macro")}
 
 
