@@ -10,7 +10,8 @@ from attnexp.cli.exits import EXIT
 from attnexp.config import ConfigError
 
 USAGE = ("usage: python -m attnexp eval ckpt=PATH [split=test|val|train (default: test, or val where the data has no "
-         "test split)] [out=DIR] [data.KEY=VALUE ...]")
+         "test split)] [out=DIR] [data.KEY=VALUE ...]\n  the data's settings are the checkpoint's; a file or folder it "
+         "was read from (data.path, data.corpus, data.tokenizer) is read only when you give it again")
 
 
 def eval_cli(argv: list[str]) -> int:
