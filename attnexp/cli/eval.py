@@ -10,13 +10,14 @@ from attnexp.cli.exits import EXIT
 from attnexp.config import ConfigError
 
 USAGE = ("usage: python -m attnexp eval ckpt=PATH [split=test|val|train (default: test, or val where the data has no "
-         "test split)] [out=DIR] [data.KEY=VALUE ...]\n  the data's settings are the checkpoint's; a file or folder it "
-         "was read from (data.path, data.corpus, data.tokenizer) is read only when you give it again")
+         "test split)] [out=DIR] [data.KEY=VALUE ...]")
+NOTE = ("  the data's settings are the checkpoint's; a file or folder it was read from (data.path, data.corpus, "
+        "data.tokenizer) is read only when you give it again")
 
 
 def eval_cli(argv: list[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
-        print(USAGE)
+        print(f"{USAGE}\n{NOTE}")
         return 0
     args, data = {}, []
     try:
