@@ -18,7 +18,7 @@ def interactive() -> bool:
 
 
 class EpochLines(L.Callback):
-    """For non-interactive output: a progress line every 30 s within an epoch (step of total, loss,
+    """For non-interactive output: a progress line every 30 s within an epoch (step of total, last logged loss,
     ms/step, ETA), and one line an epoch, e.g.
     `epoch 2 (3 of 8) · step 252 · train/acc 0.31 · train/loss_epoch 2.27 · val/acc 0.317 · val/loss 2.18 · 1.4 s`.
     Epochs are numbered from 0 everywhere, as Lightning, the checkpoints (best-epoch02.ckpt), the
@@ -42,8 +42,10 @@ class EpochLines(L.Callback):
         ms = 1000 * (now - t) / max(1, trainer.global_step - step)
         total = trainer.estimated_stepping_batches
         eta = f" · ETA {fmt(ms * (total - trainer.global_step) / 1000)}" if total and total != float("inf") else ""
-        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
-        said = f" · loss {float(loss):.4g}" if loss is not None else ""
+        # the last logged loss, already on the host (module.host_step_loss): the step's own loss is a device
+        # tensor, and float() of it waited for the GPU every 30 s (issue 54)
+        loss = getattr(pl_module, "host_step_loss", None)
+        said = f" · loss {float(loss):.4g}" if loss is not None and loss.device.type == "cpu" else ""
         log.info("step %d of %s%s · %.0f ms/step%s", trainer.global_step, total if total != float("inf") else "?", said, ms,
                  eta)
         self.last = (now, trainer.global_step)

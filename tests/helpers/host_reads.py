@@ -117,5 +117,9 @@ class StepMarks(L.Callback):
         skip = self.logging_steps | self.last_of_epoch | self.reading_steps
         return {s: r for s, r in self.c.per_step.items() if s not in skip and r}
 
+    def checked_steps(self) -> set[int]:
+        """The steps between_logging_steps holds to no read."""
+        return self.steps - self.logging_steps - self.last_of_epoch - self.reading_steps
+
     def at_logging_steps(self) -> dict[int, list[str]]:
         return {s: r for s, r in self.c.per_step.items() if s in self.logging_steps - self.last_of_epoch - self.reading_steps}

@@ -8,14 +8,17 @@ a branch the GPU never took)."""
 
 from __future__ import annotations
 
+import lightning as L
 import pytest
 
 from attnexp.api import train
 from helpers.host_reads import Counter, DispatchReads, FunctionReads, StepMarks
 from helpers.runs import run_of
 
-SMALL = ["data.n_sentences=600", "trainer.max_epochs=2", "trainer.log_every_n_steps=5", "maps.n_examples=2",
-         "maps.animation=false", "test=false"]
+# ~135 steps: more than the timeline's 64 readings (dense early), so most steps are neither a logging nor a
+# reading step and are checked (before: 18 steps, every one of them a reading step, so 0 were checked)
+SMALL = ["data.n_sentences=600", "data.batch_size=8", "trainer.max_epochs=2", "trainer.log_every_n_steps=5",
+         "maps.n_examples=2", "maps.animation=false", "test=false"]
 
 
 @pytest.mark.parametrize("overrides", [
@@ -26,23 +29,45 @@ SMALL = ["data.n_sentences=600", "trainer.max_epochs=2", "trainer.log_every_n_st
     ["logger=tensorboard", "trainer.enable_progress_bar=true", "+terminal"],
 ], ids=["tensorboard", "tensorboard-progress-bar", "classifier", "lean", "progress-bar-in-a-terminal"])
 def test_no_training_step_between_logging_steps_reads_the_device(overrides, tmp_path, monkeypatch):
+    from attnexp.training.console import EpochLines
+
     if "+terminal" in overrides:  # Lightning's TQDM bar, as a terminal gets it
         from attnexp.training import build
 
         monkeypatch.setattr(build, "interactive", lambda: True)
         overrides = [o for o in overrides if o != "+terminal"]
+    monkeypatch.setattr(EpochLines, "EVERY_S", 0.0)  # without a bar, the progress line every step (it read the loss)
     c = Counter()
     marks = StepMarks(c)
     with FunctionReads(c), DispatchReads(c):
         s = train(run_of([*SMALL, *overrides], tmp_path), callbacks=[marks])
     assert s["status"] == "completed"
-    assert len(marks.steps) > 10 and marks.logging_steps
+    assert len(marks.steps) > 100 and marks.logging_steps
     if "maps.enabled=false" not in overrides:  # the timeline's light readings: a few tens, dense early, no more
         assert 0 < len(marks.reading_steps) <= 64 and min(marks.reading_steps) == 0, sorted(marks.reading_steps)
+    assert len(marks.checked_steps()) >= 30, len(marks.checked_steps())  # the check is not vacuous
     between = marks.between_logging_steps()
     assert not between, {k: v for k, v in list(between.items())[:3]}
     heavy = {k: v for k, v in marks.at_logging_steps().items() if len(v) > 1}
     assert not heavy, {k: v for k, v in list(heavy.items())[:3]}
+
+
+class PlantedRead(L.Callback):
+    """What the progress line did before: the step's loss converted to a number after every step."""
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        float(outputs["loss"])
+
+
+def test_a_planted_read_between_logging_steps_is_caught(tmp_path):
+    """The check can fail: the same run with one read planted in every step."""
+    c = Counter()
+    marks = StepMarks(c)
+    with FunctionReads(c), DispatchReads(c):
+        train(run_of([*SMALL, "logger=none", "trainer.enable_progress_bar=false"], tmp_path),
+              callbacks=[marks, PlantedRead()])
+    between = marks.between_logging_steps()
+    assert len(between) >= 30 and all(any("__float__" in r or "item" in r for r in reads) for reads in between.values())
 
 
 def test_the_device_side_macro_f1_equals_torchmetrics():
