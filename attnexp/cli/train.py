@@ -90,11 +90,16 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
 def nothing_ran(root: Path) -> bool:
     """Whether the sweep was an Optuna launch that found its study finished (and ran no job): its
     folder, if anything made one, is removed while it holds no job, so `compare` never picks it."""
-    from hydra_plugins.attnexp_optuna_sweeper.sweeper import NOTHING_RAN
+    from attnexp.config.files import FileRefused, read_json
+    from hydra_plugins.attnexp_optuna_sweeper.sweeper import RESULTS
 
-    if str(root) not in NOTHING_RAN or sweep_jobs(root):
+    try:  # what the sweeper wrote into the sweep folder
+        said = read_json(root / RESULTS, 1 << 20)
+    except FileRefused:
         return False
-    if root.is_dir() and not any(p for p in root.rglob("*") if p.is_file() and p.name != "multirun.yaml"):
+    if not (isinstance(said, dict) and said.get("nothing_ran") is True) or sweep_jobs(root):
+        return False
+    if root.is_dir() and not any(p for p in root.rglob("*") if p.is_file() and p.name not in ("multirun.yaml", RESULTS)):
         import shutil
 
         shutil.rmtree(root, ignore_errors=True)

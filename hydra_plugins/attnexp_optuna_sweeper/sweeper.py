@@ -244,7 +244,10 @@ class OptunaSweeper(Sweeper):
                 f"{study.best_params}") if done else ""
         log.info("Optuna study %r already has its %d trial(s) (hydra.sweeper.n_trials=%d): nothing to run%s",
                  self.s.study_name, self.s.n_trials - max(self.left(study), 0), self.s.n_trials, best)
-        NOTHING_RAN.add(str(self.config.hydra.sweep.dir))
+        # what the sweeper decided, where the command line reads it (its results file; no module-level flag)
+        out = Path(self.config.hydra.sweep.dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / RESULTS).write_text(json.dumps({"study_name": self.s.study_name, "nothing_ran": True}) + "\n")
 
     @staticmethod
     def tell(study, trials, returns) -> None:
@@ -276,7 +279,7 @@ class OptunaSweeper(Sweeper):
                   "best": {"number": study.best_trial.number, "value": study.best_value,
                            "params": study.best_params} if done else None}
         result["dashboard"] = dashboard_command(self.where)
-        (out / "optuna_results.json").write_text(json.dumps(result, indent=2) + "\n")
+        (out / RESULTS).write_text(json.dumps(result, indent=2) + "\n")
         if done:
             log.info("best trial %d: %s = %s with %s", study.best_trial.number,
                      OmegaConf.select(self.config, "checkpoint.monitor"), study.best_value, study.best_params)
@@ -315,7 +318,7 @@ class Heartbeat:
         return False
 
 
-NOTHING_RAN: set[str] = set()  # sweep folders of launches that found their study finished (the command line reads it)
+RESULTS = "optuna_results.json"  # the sweep folder's record of the study: written by the sweeper, read by the command line
 
 
 def counted(study, trials: list | None = None) -> list:
