@@ -44,6 +44,7 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
         return EXIT[Status.CONFIG_ERROR]
     flags = hydra_flags(argv)
     multirun, overrides = bool(flags.multirun), list(flags.overrides)
+    composed: list = []  # the precheck's composition, from which the run's folder is read
     if not (flags.help or flags.hydra_help or flags.shell_completion):  # --cfg, --info: checked as a run would be
         try:
             checked = with_config_dir(overrides, flags.config_dir)
@@ -53,7 +54,7 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
         from attnexp.results.folder import rank_zero
 
         # a DDP child of a study's job runs that job's overrides (hparams_search=optuna) without -m: not the user's command
-        problem = precheck(checked, multirun, training=not (flags.cfg or flags.info) and rank_zero())
+        problem = precheck(checked, multirun, training=not (flags.cfg or flags.info) and rank_zero(), composed=composed)
         if problem:
             print(f"attnexp: config error: {hide_password(problem)}", file=sys.stderr)
             return EXIT[Status.CONFIG_ERROR]
@@ -61,7 +62,7 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
         print(f"attnexp: config error: {'--cfg' if flags.cfg else '--info'} shows one run's config, and Hydra takes it "
               f"without -m: drop -m to see the first job's (or give each job's settings without commas)", file=sys.stderr)
         return EXIT[Status.CONFIG_ERROR]
-    folder, key = run_folder(overrides, multirun)  # composed once: the writable check and the sweep's folder
+    folder, key = run_folder(overrides, multirun, composed[0] if composed else None)  # the writable check, the sweep's folder
     problem = unwritable(folder, key)
     if problem:
         print(f"attnexp: {problem}", file=sys.stderr)
@@ -75,7 +76,7 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
     os.environ["ATTNEXP_SUBCOMMAND"] = "train"
     sweep_root = None
     if multirun:
-        argv, sweep_root = sweep_arguments(argv, overrides, folder)
+        argv, sweep_root = sweep_arguments(argv, overrides, folder, composed[0] if composed else None)
     sys.argv = ["attnexp train", *(argv if multirun else [*flag_tokens(argv, overrides), *overrides])]
     if multirun:
         from attnexp.launch.sweeps import adapt_submitit
@@ -106,7 +107,7 @@ def nothing_ran(root: Path) -> bool:
     return True
 
 
-def run_folder(overrides: list[str], multirun: bool) -> tuple[Path, str]:
+def run_folder(overrides: list[str], multirun: bool, cfg=None) -> tuple[Path, str]:
     """Where Hydra will make the run's (or the sweep's) folder, and the key that sets it: the part of
     hydra.run.dir / hydra.sweep.dir before any interpolation, else the composed paths.log_dir /
     paths.sweep_dir (the command line's, an experiment's or conf/paths/default.yaml's)."""
@@ -117,6 +118,8 @@ def run_folder(overrides: list[str], multirun: bool) -> tuple[Path, str]:
     from attnexp.launch.command_line import compose_checked
 
     which = "sweep_dir" if multirun else "log_dir"
+    if cfg is not None:  # the precheck's composition (the command line's --config-dir included)
+        return Path(str(cfg.paths[which])), f"paths.{which}"
     try:
         cfg = compose_checked([o for o in overrides if "," not in o.partition("=")[2] or o.startswith("hydra")])
         return Path(str(cfg.paths[which])), f"paths.{which}"
@@ -147,14 +150,14 @@ def hydra_flags(argv: list[str]):
     return args_parser().parse_intermixed_args(argv)  # flags and overrides in any order
 
 
-def sweep_arguments(argv: list[str], overrides: list[str], folder: Path) -> tuple[list[str], Path]:
+def sweep_arguments(argv: list[str], overrides: list[str], folder: Path, cfg=None) -> tuple[list[str], Path]:
     """The multirun's command line with what its jobs need (attnexp.launch.sweeps), and its folder,
     named here rather than by Hydra so this process knows it when the jobs ran elsewhere (submitit).
     `folder`: run_folder's composed paths.sweep_dir (an experiment's or local/'s included), used when
     no hydra.sweep.dir is given."""
     from attnexp.launch.sweeps import job_overrides
 
-    argv = [*flag_tokens(argv, overrides), *overrides, *job_overrides(overrides)]  # Hydra's parser: flags, then overrides
+    argv = [*flag_tokens(argv, overrides), *overrides, *job_overrides(overrides, cfg)]  # Hydra's parser: flags, then overrides
     given = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.sweep.dir=")]
     root = Path(given[0] if given else f"{folder}/{datetime.now():%Y-%m-%d/%H-%M-%S}").resolve()
     return (argv if given else [*argv, f"hydra.sweep.dir={root}"]), root

@@ -41,14 +41,16 @@ def share(n_parallel: int | None) -> int:
     return max(1, cores() // max(1, n_parallel or 1))
 
 
-def parallel_jobs(overrides: list[str]) -> int | None:
+def parallel_jobs(overrides: list[str], cfg=None) -> int | None:
     """How many jobs a launcher that runs them side by side on this machine (submitit_local) starts
-    at once: the sweep's jobs, or the Optuna sweeper's n_jobs. None for one at a time."""
+    at once: the sweep's jobs, or the Optuna sweeper's n_jobs. None for one at a time. `cfg`: the
+    sweep's fixed part as the command line's precheck composed it (else composed here)."""
     from attnexp.launch.command_line import compose_checked, sweep_jobs
 
     try:
         jobs = sweep_jobs(overrides)
-        cfg = compose_checked([o for o in overrides if "," not in o.partition("=")[2] or o.startswith("hydra")])
+        if cfg is None:
+            cfg = compose_checked([o for o in overrides if "," not in o.partition("=")[2] or o.startswith("hydra")])
     except Exception:  # noqa: BLE001 - a sweep that does not compose is refused by the precheck
         return None
     if "LocalLauncher" not in str(cfg.hydra.launcher.get("_target_", "")):
@@ -57,11 +59,11 @@ def parallel_jobs(overrides: list[str]) -> int | None:
     return int(n_jobs) if n_jobs else len(jobs)
 
 
-def job_overrides(overrides: list[str]) -> list[str]:
+def job_overrides(overrides: list[str], cfg=None) -> list[str]:
     """The overrides a multirun adds for its jobs: folder names, and for jobs side by side on this
     machine their CPU share as the launcher's cpus_per_task (unless the user set it)."""
     extra = sweep_dirname_overrides(overrides)
-    parallel = parallel_jobs(overrides)
+    parallel = parallel_jobs(overrides, cfg)
     if parallel and not any(o.startswith("hydra.launcher.cpus_per_task=") for o in overrides):
         extra.append(f"hydra.launcher.cpus_per_task={share(parallel)}")
     return extra
