@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from attnexp.config import layout
 from attnexp.config.secrets import hide_password, take_passwords
 from attnexp.results.compare import CompareError, markdown, newest_sweep, read, tables, write_csv
 
@@ -57,7 +58,7 @@ def study_runs(name: str | None, url: str | None) -> list[Path]:
     folders = [Path(str(t.user_attrs["run_dir"])) for t in trials if t.user_attrs.get("run_dir")]
     if not folders:
         raise CompareError(f"study {name!r} in {where.shown} has no trial with a run folder yet")
-    return [f for f in folders if (f / "summary.json").is_file()] or folders
+    return [f for f in folders if (f / layout.SUMMARY).is_file()] or folders
 
 
 def compare_cli(argv: list[str]) -> int:

@@ -29,9 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
+from attnexp.config import layout
 from attnexp.config.paths import whole
 
-FILE = "timeline.jsonl"
+FILE = layout.TIMELINE
 FORMAT = 1
 MAX_BYTES = 256 * 2**20  # a stranger's file larger than this is refused before it is read
 MAX_READINGS = 20_000  # maps.every_n_steps is held to this many readings a run, too

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from attnexp.config import ConfigError
+from attnexp.maps.render import write_bytes
 
 VENDOR = Path(__file__).parent / "vendor"
 CDN_REQUIRE = '<script src="https://cdnjs.cloudflare.com/ajax/libs/require.js/2.3.6/require.min.js"></script>'
@@ -73,8 +74,8 @@ def write(out_dir: Path, w: np.ndarray, probe) -> list[Path]:
         for name, view in (("head", head_view), ("model", model_view)):
             page = escape_params(view(attn, list(toks), sentence_b_start=split, html_action="return").data, name)
             path = out_dir / f"bertviz_{name}_view_ex{b}.html"
-            path.write_text("<!doctype html><html><head><meta charset=utf-8>"
-                            f"<title>bertviz {name} view, example {b}</title></head>"
-                            f"<body>{libs}{page.replace(CDN_REQUIRE, '')}</body></html>", encoding="utf-8")
+            write_bytes(path, ("<!doctype html><html><head><meta charset=utf-8>"  # whole or not at all
+                               f"<title>bertviz {name} view, example {b}</title></head>"
+                               f"<body>{libs}{page.replace(CDN_REQUIRE, '')}</body></html>").encode())
             paths.append(path)
     return paths

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnexp.config import ConfigError, MapsConfig
+from attnexp.config import ConfigError, MapsConfig, layout
 
 
 @dataclass
@@ -61,7 +61,7 @@ def draw(src: Source, out: Path, view: MapsConfig, bertviz: bool = False, pretra
     title = f"{src.title} (pretrained)" if pretrained else src.title
     a = read_heads(src.model, src.probe, w, src.pad_id, view, context_of(src.model, src.probe, src.first_word_id))
     snapshot.save(out, "maps", w, src.probe, a, title, view)
-    write_viewer(out / "viewer.html", [(src.epoch, w, a)], src.probe.tokens, view.viewer_tokens, title=src.title,
+    write_viewer(out / layout.VIEWER, [(src.epoch, w, a)], src.probe.tokens, view.viewer_tokens, title=src.title,
                  long=view.long, scale=view.scale, class_names=src.class_names)
     if bertviz:
         from attnexp.maps import bertviz_export

@@ -21,6 +21,7 @@ import numpy as np
 
 from attnexp.heads import quantities
 from attnexp.heads.record import Analysis
+from attnexp.maps.render import write_bytes
 from attnexp.maps.view import SCALES, fit, is_signed, rows_note
 
 TEMPLATE = Path(__file__).with_name("viewer.html")
@@ -131,7 +132,7 @@ class Viewer:
                 "heat": self.heat, "top_i": self.top_i, "top_w": self.top_w, "analysis": self.analysis,
                 "classes": self.class_names, "labels": quantities.labels("viewer"), "timeline": timeline}
         page = fill(TEMPLATE.read_text(), {"__TITLE__": html.escape(title), "__DATA__": script_json(data)})
-        path.write_text(page, encoding="utf-8")
+        write_bytes(path, page.encode("utf-8"))  # whole or not at all: a full disk left a 0-byte viewer.html
 
 
 def write_viewer(path: Path, history: list[tuple], tokens: list[list[str]], viewer_tokens: int,

@@ -12,9 +12,9 @@ from pathlib import Path
 import torch
 
 from attnexp import attention
-from attnexp.config import AttentionConfig, ConfigError, ModelConfig, TaskConfig, check, from_dict
+from attnexp.config import AttentionConfig, ConfigError, ModelConfig, TaskConfig, check, from_dict, layout
 
-NAMES = ("interrupted.ckpt", "last.ckpt", "step-*.ckpt")  # what `resume=auto` considers, newest step first
+NAMES = ("interrupted.ckpt", layout.LAST, "step-*.ckpt")  # what `resume=auto` considers, newest step first
 MODEL_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "max_len", "pos_emb", "tie_embeddings")
 MODEL_PREFIX = "model."  # the Lightning module keeps the Transformer as `model`
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attnexp.config import ConfigError, MapsConfig
+from attnexp.config import ConfigError, MapsConfig, layout
 
 
 @dataclass
@@ -148,7 +148,7 @@ class Loaded:
         view = view or MapsConfig()
         probe, a, w = self._reading(texts, view)
         with tempfile.TemporaryDirectory() as d:
-            page = Path(d) / "viewer.html"
+            page = Path(d) / layout.VIEWER
             write_viewer(page, [(self.epoch, w, a)], probe.tokens, view.viewer_tokens, title=self.name, long=view.long,
                          scale=view.scale)
             return page.read_text(encoding="utf-8")

@@ -15,7 +15,7 @@ import socket
 import sys
 from pathlib import Path
 
-from attnexp.config import higher_is_better, split_override  # no torch import there either
+from attnexp.config import higher_is_better, layout, split_override  # no torch import there either
 from attnexp.results import summary
 from attnexp.results.significance import t_quantile, welch_p
 from attnexp.results.summary import KILLED, Status
@@ -30,10 +30,10 @@ class CompareError(ValueError):
 def find_summaries(paths: list[Path]) -> list[Path]:
     found: list[Path] = []
     for p in paths:
-        if p.is_file() and p.name == "summary.json":
+        if p.is_file() and p.name == layout.SUMMARY:
             found.append(p)
         elif p.is_dir():
-            found += sorted(p.rglob("summary.json"))
+            found += sorted(p.rglob(layout.SUMMARY))
         else:
             raise CompareError(f"{p}: no such folder or summary.json")
     if not found:
@@ -45,7 +45,7 @@ def find_summaries(paths: list[Path]) -> list[Path]:
 def newest_sweep(root: Path) -> Path:
     """The newest sweep with runs under `root` (the command line gives paths.sweep_dir); a sweep that
     ran nothing (no summary.json below it) is never the one picked."""
-    sweeps = [d for d in root.glob("*/*") if d.is_dir() and next(d.rglob("summary.json"), None)] if root.is_dir() else []
+    sweeps = [d for d in root.glob("*/*") if d.is_dir() and next(d.rglob(layout.SUMMARY), None)] if root.is_dir() else []
     if not sweeps:
         raise CompareError(f"no folder given and no sweep with runs under ./{root}; "
                            "usage: python -m attnexp compare DIR [DIR ...]")
@@ -346,7 +346,7 @@ def write_sweep_table(sweep_dir: Path) -> Path:
     text = markdown(cols, rows)
     if grows:
         text = markdown(gcols, grows) + "\n\n" + text
-        write_csv(sweep_dir / "results_groups.csv", gcols, grows)
-    (sweep_dir / "results.md").write_text(text + "\n")
-    write_csv(sweep_dir / "results.csv", cols, rows)
-    return sweep_dir / "results.md"
+        write_csv(sweep_dir / layout.SWEEP_GROUPS_CSV, gcols, grows)
+    (sweep_dir / layout.SWEEP_TABLE).write_text(text + "\n")
+    write_csv(sweep_dir / layout.SWEEP_CSV, cols, rows)
+    return sweep_dir / layout.SWEEP_TABLE

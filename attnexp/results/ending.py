@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attnexp.config import higher_is_better
+from attnexp.config import higher_is_better, layout
 
 
 def best_epoch(s: dict) -> int | None:
@@ -65,9 +65,9 @@ def end_of_run(s: dict) -> str:
     maps = (s.get("attention_maps") or {}).get("dir")
     written = (s.get("attention_maps") or {}).get("written")  # what the run wrote, not what its config asked for
     if not isinstance(written, list):  # a record from before attnexp kept one
-        written = ["viewer.html", "evolution_ex0.gif"] if maps and (Path(maps) / "viewer.html").exists() else []
-    shown = [_rel(str(Path(maps) / "viewer.html"), root)] if maps and "viewer.html" in written else []
-    shown += [f"{_rel(maps, root)}/evolution_ex*.gif"] if maps and any(str(w).endswith(".gif") for w in written) else []
+        written = [layout.VIEWER, layout.gif(0)] if maps and (Path(maps) / layout.VIEWER).exists() else []
+    shown = [_rel(str(Path(maps) / layout.VIEWER), root)] if maps and layout.VIEWER in written else []
+    shown += [f"{_rel(maps, root)}/{layout.GIFS}"] if maps and any(str(w).endswith(".gif") for w in written) else []
     if shown:
         al = (s.get("attention_maps") or {}).get("alignment")
         best_head = f" · best head L{al['layer']}H{al['head']} (alignment {al['best']:.2f})" if al else ""
@@ -92,7 +92,7 @@ def heads_line(s: dict, root: Path) -> str | None:
     else:
         why = t.get("change_points_skipped")  # the reason, with the fix (e.g. pip install 'attnexp[timeline]')
         what = f"change points not sought ({str(why)[:120]})" if why else "no head changed role abruptly"
-    picture = Path(str(t.get("file", ""))).with_name("timeline.png")
+    picture = Path(str(t.get("file", ""))).with_name(layout.TIMELINE_PICTURE)
     return f"  heads    {what} · {t.get('readings', 0)} readings · {_rel(str(picture), root)}"
 
 

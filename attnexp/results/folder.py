@@ -13,9 +13,9 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from attnexp.config import ConfigError
+from attnexp.config import ConfigError, layout
 
-LOCK = ".attnexp.lock"
+LOCK = layout.LOCK
 
 
 class FolderTaken(ConfigError):

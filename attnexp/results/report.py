@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attnexp.config import higher_is_better
+from attnexp.config import higher_is_better, layout
 from attnexp.heads import quantities
 from attnexp.maps import snapshot
 from attnexp.results.compare import RUN_CELLS, Table, metric_cells, run_columns, status_counts, status_of, value
@@ -231,7 +231,7 @@ def runs_table(t: Table, at: Path) -> str:
     for (path, s), st in zip(t.runs, t.sets):
         best = (s.get("metrics") or {}).get("best") or {}
         maps = (s.get("attention_maps") or {}).get("dir")
-        viewer = Path(maps) / "viewer.html" if maps else None
+        viewer = Path(maps) / layout.VIEWER if maps else None
         link = f'<a href="{html.escape(file_href(viewer, at.parent))}">viewer</a>' if viewer and viewer.is_file() else ""
         cells = {"run": html.escape(t.name(path)), **{k: html.escape(st.get(k, "")) for k in t.varying},
                  "status": html.escape(status_of(s)), "best": f"{best['value']:.4f}" if best else "",

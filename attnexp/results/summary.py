@@ -23,6 +23,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from attnexp.config import layout
 from attnexp.config.paths import whole
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 SCHEMA = 6  # 2 added `overrides`; 3: statuses running/diverged/pruned, signal, resumed_from, pid/host, sweep, strict JSON;
 # 4: perf (tokens/s, TFLOP/s, MFU of the last epoch), startup_s, early_stopping; 5: data.identity; 6: tags
-NAME = "summary.json"
+NAME = layout.SUMMARY
 
 
 class Status(StrEnum):

@@ -26,6 +26,7 @@ class EpochLines(L.Callback):
     training ends): the module logs an epoch's training metrics after the callbacks' on_train_epoch_end."""
 
     EVERY_S = 30.0  # a progress line within an epoch this often (a slow machine's epoch can take minutes)
+    shows_step_loss = True  # the module copies the loss to the host at logging steps for it (module.step_loss_shown)
 
     def __init__(self):
         self.t0, self.epoch = None, None
@@ -42,9 +43,9 @@ class EpochLines(L.Callback):
         ms = 1000 * (now - t) / max(1, trainer.global_step - step)
         total = trainer.estimated_stepping_batches
         eta = f" · ETA {fmt(ms * (total - trainer.global_step) / 1000)}" if total and total != float("inf") else ""
-        # the last logged loss, already on the host (module.host_step_loss): the step's own loss is a device
+        # the last logged loss, already on the host (module.last_logged_loss): the step's own loss is a device
         # tensor, and float() of it waited for the GPU every 30 s (issue 54)
-        loss = getattr(pl_module, "host_step_loss", None)
+        loss = getattr(pl_module, "last_logged_loss", None)
         said = f" · loss {float(loss):.4g}" if loss is not None and loss.device.type == "cpu" else ""
         log.info("step %d of %s%s · %.0f ms/step%s", trainer.global_step, total if total != float("inf") else "?", said, ms,
                  eta)

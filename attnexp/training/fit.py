@@ -18,7 +18,7 @@ from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.callbacks import EarlyStopping
 from omegaconf import OmegaConf
 
-from attnexp.config import ConfigError, Run, check, split_override
+from attnexp.config import ConfigError, Run, check, layout, split_override
 from attnexp.data import build_datamodule
 from attnexp.data.base import identity_mismatch
 from attnexp.model import checkpoints
@@ -74,7 +74,7 @@ def prepare(run: Run):
     """Seed, threads, the data set up, the module built (pretrained weights loaded, a resumed run's
     checkpoint checked against it): (datamodule, module, resume path)."""
     resolved = OmegaConf.to_yaml(OmegaConf.create(run.config))
-    (run.out_dir / "config_resolved.yaml").write_text(resolved)
+    (run.out_dir / layout.CONFIG).write_text(resolved)
     build.quiet_lightning(run.extras.ignore_warnings)
     if run.extras.print_config and os.environ.get("LOCAL_RANK", "0") == "0":
         print(resolved, end="", flush=True)

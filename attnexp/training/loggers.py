@@ -14,6 +14,7 @@ from lightning.pytorch.loggers import CSVLogger, Logger, MLFlowLogger, TensorBoa
 from lightning.pytorch.utilities import rank_zero_only
 
 from attnexp.compat.lightning import wandb_started
+from attnexp.config import layout
 
 
 class Adapter:
@@ -88,7 +89,7 @@ class Wandb(Adapter):
 class MLflow(Adapter):
     # What a run leaves beside its metrics and params, as artifacts of the MLflow run (the maps folder's
     # viewer and GIFs under maps/): what someone browsing the tracking server opens.
-    FILES = ("summary.json", "config_resolved.yaml", "maps/viewer.html", "maps/evolution_ex*.gif")
+    FILES = (layout.SUMMARY, layout.CONFIG, f"{layout.MAPS}/{layout.VIEWER}", f"{layout.MAPS}/{layout.GIFS}")
 
     def config(self, lg, config):
         # The logger's first use runs mlflow.set_tracking_uri, which writes os.environ["MLFLOW_TRACKING_URI"]:

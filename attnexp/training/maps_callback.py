@@ -20,7 +20,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from PIL import Image
 
 from attnexp.compat.lightning import steps_logged
-from attnexp.config import ALIGN_BEST, MapsConfig
+from attnexp.config import ALIGN_BEST, MapsConfig, layout
 from attnexp.heads import quantities
 from attnexp.heads import timeline as tl
 from attnexp.heads.analysis import Analysis, Context, context_of, read_heads
@@ -303,7 +303,7 @@ class AttentionMaps(L.Callback):
         from attnexp.maps.html import timeline_data
 
         self._timeline_view = timeline_data(t, formed, render.TIMELINE_SHOWN)
-        self._drawer.submit(lambda: render.write_png(self.timeline_picture(t, formed, moved), self.dir / "timeline.png"))
+        self._drawer.submit(lambda: render.write_png(self.timeline_picture(t, formed, moved), self.dir / layout.TIMELINE_PICTURE))
 
     @rank_zero_only
     def finish(self, trainer):
@@ -311,9 +311,9 @@ class AttentionMaps(L.Callback):
             self.finish_timeline()
         self._drawer.submit(self._write_gifs)
         if self.cfg.html and self.viewer is not None and self.viewer.epochs:
-            self.viewer.write(self.dir / "viewer.html", str(Path(trainer.default_root_dir).name), self.cfg.scale, *self.shape,
+            self.viewer.write(self.dir / layout.VIEWER, str(Path(trainer.default_root_dir).name), self.cfg.scale, *self.shape,
                               timeline=self._timeline_view)
-            self.written.append("viewer.html")
+            self.written.append(layout.VIEWER)
         if self.cfg.bertviz and self._last is not None:  # the last snapshot, in bertviz's views
             from attnexp.maps import bertviz_export
 
@@ -322,8 +322,8 @@ class AttentionMaps(L.Callback):
 
     def _write_gifs(self) -> None:
         for b, anim in self.animations.items():  # each frame was encoded as it came: this writes bytes
-            anim.write(self.dir / f"evolution_ex{b}.gif")
-            self.written.append(f"evolution_ex{b}.gif")
+            anim.write(self.dir / layout.gif(b))
+            self.written.append(layout.gif(b))
 
     def _add_to_viewer(self, epoch: int, w: np.ndarray, a: Analysis | None = None) -> None:
         if not self.cfg.html:

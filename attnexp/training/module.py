@@ -57,7 +57,8 @@ class AttnexpModule(L.LightningModule):
         self.data_identity: dict | None = None  # the DataModule's identity(): saved in every checkpoint
         self.diverged_at: torch.Tensor | None = None  # the StopGuard's device-side step of the first bad loss
         self._step_loss: torch.Tensor | None = None  # this step's loss, until on_train_batch_end
-        self.host_step_loss: torch.Tensor | None = None  # the last logged step loss, on the host
+        self.host_step_loss: torch.Tensor | None = None  # the last logged step loss, on the host (the StopGuard takes it)
+        self.last_logged_loss: torch.Tensor | None = None  # the same, kept for the progress lines of a log
 
     def train(self, mode: bool = True):
         """A frozen encoder stays in eval mode (no dropout) while its head trains."""
@@ -183,7 +184,7 @@ class AttnexpModule(L.LightningModule):
             total = self.trainer.strategy.reduce(torch.stack([loss * self._step_count, self._step_count.float()]),
                                                  reduce_op="sum")
             loss = total[0] / total[1].clamp_min(1)
-        self.host_step_loss = loss.to("cpu", copy=True)
+        self.host_step_loss = self.last_logged_loss = loss.to("cpu", copy=True)
         self.log("train/loss", self.host_step_loss, on_step=True, on_epoch=False, prog_bar=True)
 
     def logged_loss(self, loss: torch.Tensor) -> torch.Tensor:
@@ -195,8 +196,9 @@ class AttnexpModule(L.LightningModule):
 
     @property
     def step_loss_shown(self) -> bool:
-        """Whether anything shows the per-step loss (a logger, the progress bar)."""
-        return bool(self.trainer.loggers) or self.trainer.progress_bar_callback is not None
+        """Whether anything shows the per-step loss (a logger, the progress bar, the progress lines of a log)."""
+        return (bool(self.trainer.loggers) or self.trainer.progress_bar_callback is not None
+                or any(getattr(cb, "shows_step_loss", False) for cb in self.trainer.callbacks))
 
     def validation_step(self, batch, batch_idx):
         self.model_step(batch, "val")

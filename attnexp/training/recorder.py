@@ -19,6 +19,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 
 from attnexp.compat.lightning import steps_logged
+from attnexp.config import layout
 from attnexp.model.flops import peak_tflops, train_flops_per_position
 from attnexp.results import summary
 from attnexp.results.summary import Status
@@ -258,7 +259,7 @@ class RunRecorder(L.Callback):
         if ckpt is not None and ckpt.best_model_score is not None and math.isfinite(float(ckpt.best_model_score)):
             best = {"monitor": ckpt.monitor, "value": round(float(ckpt.best_model_score), 6),
                     "checkpoint": ckpt.best_model_path}
-        last = self.out_dir / "checkpoints" / "last.ckpt"
+        last = self.out_dir / layout.CHECKPOINTS / layout.LAST
         record = {
             **summary.header(status, error, self.out_dir),
             **self.static,

@@ -179,3 +179,43 @@ def test_every_path_named_in_code_comments_and_docs_exists():
     missing = sorted({f"{t.relative_to(REPO)}: {p}" for t in texts for p in NAMED_PATH.findall(t.read_text())
                       if p not in EXAMPLE_PATHS and not (REPO / p).exists() and not (PACKAGE / p).exists()})
     assert not missing, missing
+
+
+RUN_FOLDER_NAMES = ("summary.json", "config_resolved.yaml", ".attnexp.lock", "last.ckpt", "viewer.html", "timeline.jsonl",
+                    "timeline.png", "evolution_ex", "results.md", "results.csv", "results_groups.csv",
+                    "optuna_results.json")
+# a package resource that happens to share a run file's name: the viewer's template beside maps/html.py
+RESOURCES = {("attnexp.maps.html", "viewer.html")}
+
+
+def test_the_run_folder_layout_is_spelled_in_one_module():
+    """Issue 51: the run folder's file names were spelled in six modules (the end of a run named a GIF
+    maps.animation=false never wrote). Each is declared in attnexp.config.layout; a string that is such
+    a name (a path part, not a sentence that mentions one) appears nowhere else in the package or the
+    sweeper plugin."""
+    files = {**modules(), **{f"hydra_plugins.{p.stem}": p for p in (PACKAGE.parent / "hydra_plugins").rglob("*.py")}}
+    found = []
+    for name, path in files.items():
+        if name == "attnexp.config.layout":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and " " not in node.value.strip():
+                hit = next((n for n in RUN_FOLDER_NAMES if n in node.value), None)
+                if hit and (name, hit) not in RESOURCES:
+                    found.append(f"{name}:{node.lineno} {node.value!r}")
+    assert not found, "\n".join(found)
+
+
+def test_validating_a_config_imports_no_lightning():
+    """CONTRIBUTING's data-set recipe as written put a config beside its DataModule and imported both from
+    data/configs.py, which made every config check import Lightning (issue 51). What the recipe says now:
+    configs in data/configs.py, each DataModule imported by its config's datamodule(); checked here for
+    every built-in data set, in a fresh process."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom attnexp.api import compose, load_run\n"
+            "for d in ('toy', 'synthetic', 'newsgroups'):\n    load_run(compose(['data=' + d]))\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('lightning', 'pytorch_lightning')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -239,3 +239,25 @@ def test_a_gpt2_shaped_run_writes_a_few_hundred_scalar_tags_not_thousands(tmp_pa
     tags = ev.Tags()["scalars"]
     assert 50 < len(tags) <= 300, len(tags)
     assert "attn/L11/entropy" in tags and "heads/entropy" in ev.Tags()["histograms"]
+
+
+def test_a_full_disk_leaves_no_half_viewer(tmp_path, monkeypatch):
+    """Issue 52: a disk that filled while viewer.html was written left a 0-byte viewer.html (it was written
+    with Path.write_text, not whole-or-nothing). Every write here fails as a full disk does, after the
+    file is created: the viewer is absent afterwards, not empty."""
+    import errno
+    import pathlib
+
+    from attnexp.maps.html import write_viewer
+
+    def full(self, *args, **kwargs):
+        open(self, "wb").close()  # the file is made, then the disk has no room for its bytes
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pathlib.Path, "write_text", full)
+    monkeypatch.setattr(pathlib.Path, "write_bytes", full)
+    w = np.zeros((2, 1, 2, 5, 5), dtype=np.float32)
+    w[..., np.arange(5), np.arange(5)] = 1.0
+    with pytest.raises(OSError):
+        write_viewer(tmp_path / "viewer.html", [(0, w)], [["[BOS]", "a", "b", "c", "[EOS]"]], 64, title="t")
+    assert not (tmp_path / "viewer.html").exists() and not list(tmp_path.iterdir())

@@ -1,0 +1,33 @@
+"""A run folder's layout, declared once: every module that writes or reads a file of it names it from
+here (tests/unit/test_architecture.py holds that no other module spells one). What a run actually
+wrote is recorded in its summary.json (attention_maps.written); this says where each thing goes.
+
+    <run>/summary.json              the run's record (attnexp.results.summary)
+    <run>/config_resolved.yaml      the composed config, resolved
+    <run>/.attnexp.lock             held while a run owns the folder (attnexp.results.folder)
+    <run>/checkpoints/last.ckpt     the newest state (best-epochNN.ckpt, step-NNNNNNN.ckpt beside it)
+    <run>/maps/viewer.html          the attention viewer; evolution_exK.gif, timeline.jsonl, timeline.png
+    <sweep>/results.md, results.csv, results_groups.csv, optuna_results.json
+"""
+
+from __future__ import annotations
+
+SUMMARY = "summary.json"
+CONFIG = "config_resolved.yaml"
+LOCK = ".attnexp.lock"
+CHECKPOINTS = "checkpoints"
+LAST = "last.ckpt"
+MAPS = "maps"
+VIEWER = "viewer.html"
+TIMELINE = "timeline.jsonl"
+TIMELINE_PICTURE = "timeline.png"
+SWEEP_TABLE, SWEEP_CSV, SWEEP_GROUPS_CSV = "results.md", "results.csv", "results_groups.csv"
+STUDY_RESULTS = "optuna_results.json"
+
+
+def gif(example: int) -> str:
+    """The animation of one probe example's maps over training."""
+    return f"evolution_ex{example}.gif"
+
+
+GIFS = gif(0).replace("0", "*")  # every example's, as a glob
