@@ -26,6 +26,7 @@ from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp.compat.optuna import study_storage, trial_ids
+from attnexp.config import layout
 from attnexp.config.study import StudyStorage
 from hydra_plugins.attnexp_optuna_sweeper.storage import SweepError, check, check_study_name, dashboard_command, schema_lock
 
@@ -318,7 +319,7 @@ class Heartbeat:
         return False
 
 
-RESULTS = "optuna_results.json"  # the sweep folder's record of the study: written by the sweeper, read by the command line
+RESULTS = layout.STUDY_RESULTS  # the sweep folder's record of the study: written by the sweeper, read by the command line
 
 
 def counted(study, trials: list | None = None) -> list:
@@ -376,11 +377,12 @@ def outcome(ret):
     """The trial's state (Status.COMPLETED, PRUNED or FAILED) and value, from the job's summary.json
     (the job's own record, which also says when a run was pruned or diverged)."""
     from attnexp.results.summary import Status, objective
+    from attnexp.results.summary import read as read_summary
 
     try:
         out = Path(ret.hydra_cfg.hydra.runtime.output_dir)
-        s = json.loads((out / "summary.json").read_text())
-    except (AttributeError, OSError, ValueError):
+        s = read_summary(out / layout.SUMMARY)  # the one reading rule: a job's folder is a stranger's file too
+    except (AttributeError, OSError, ValueError):  # ValueError: SummaryError
         return Status.FAILED, None
     value = objective(s, OmegaConf.select(ret.cfg, "checkpoint.monitor") if ret.cfg is not None else None)
     if s.get("status") == Status.PRUNED:
