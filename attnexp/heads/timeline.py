@@ -23,6 +23,7 @@ the change fell between: the schedule's resolution, which is all the file can sa
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ import numpy as np
 from attnexp.config import layout
 from attnexp.config.paths import whole
 
+log = logging.getLogger("attnexp")
 FILE = layout.TIMELINE
 FORMAT = 1
 MAX_BYTES = 256 * 2**20  # a stranger's file larger than this is refused before it is read
@@ -113,14 +115,23 @@ class Writer:
         checkpoint had read) the earlier part's readings up to that step, the later ones (taken after
         the checkpoint, then lost with the run) dropped, so no step is in the file twice."""
         self.header, self.readings = None, []
+        if self.path.is_dir():
+            raise TimelineError(f"{self.path}: a folder where the heads timeline goes; move it away (this run goes on "
+                                f"without a timeline)")
         if keep_through is None:  # a fresh run in this folder: an earlier run's file is not part of it
             self.path.unlink(missing_ok=True)
-        elif self.path.is_file():
+        elif self.path.exists():
             try:
-                old = read(self.path)
-            except TimelineError:
-                return  # not one we can continue: start again, the checkpoint's state is what counts
+                old, dropped = salvage(self.path)
+            except TimelineError as e:  # nothing of it can be continued: said, and the timeline starts again here
+                log.warning("%s; the timeline starts again from this checkpoint (step %d): move the file away to keep "
+                            "it", e, keep_through)
+                self.path.unlink(missing_ok=True)
+                return
             self.readings = [r for r in old.readings if r.step <= keep_through]
+            if dropped:  # a damaged line: every whole reading before and after it kept, and said
+                log.warning("%s: %s; kept the %d whole reading(s) up to step %d", self.path, dropped, len(self.readings),
+                            keep_through)
             self._write(old.layers, old.heads)
 
     def _write(self, layers: int, heads: int) -> None:
@@ -207,6 +218,43 @@ def read(path: Path | str) -> Timeline:
     if len(steps) > 1 and np.any(np.diff(steps) <= 0):
         raise TimelineError(f"{path}: its steps do not increase (a file written by two runs at once?)")
     return out
+
+
+def salvage(path: Path) -> tuple[Timeline, str | None]:
+    """A resumed run's own timeline, damaged lines left out: (the whole readings in increasing steps,
+    what was left out in a few words, or None). TimelineError when nothing of it can be read (not a
+    file, too big, not a timeline's header)."""
+    path = Path(path)
+    if not path.is_file():
+        raise TimelineError(f"{path}: not a file")
+    try:
+        return read(path), None
+    except TimelineError:
+        pass
+    size = path.stat().st_size
+    if size > MAX_BYTES:
+        raise TimelineError(f"{path}: {size:,} bytes, past the {MAX_BYTES:,} a timeline may hold; not read")
+    with open(path, encoding="utf-8", errors="replace") as f:
+        lines = f.read().split("\n")
+    try:
+        header = json.loads(lines[0])
+    except ValueError:
+        header = None
+    layers, heads = (header.get("layers"), header.get("heads")) if isinstance(header, dict) else (None, None)
+    if not (isinstance(header, dict) and header.get("attnexp_timeline") == FORMAT and isinstance(layers, int)
+            and isinstance(heads, int) and 0 < layers and 0 < heads and layers * heads <= MAX_CELLS):
+        raise TimelineError(f"{path}: not an attnexp timeline (its first line is not the header)")
+    out, bad = Timeline(layers, heads), 0
+    for i, line in enumerate(lines[1:-1][:MAX_READINGS]):
+        try:
+            r = _reading(line, layers, heads, path, i + 2) if line else None
+        except TimelineError:
+            r = None
+        if r is None or (out.readings and r.step <= out.readings[-1].step):
+            bad += bool(line)
+            continue
+        out.readings.append(r)
+    return out, f"{bad} damaged line(s) left out" if bad else None
 
 
 def _reading(line: str, layers: int, heads: int, path: Path, n: int) -> Reading:

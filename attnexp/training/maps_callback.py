@@ -34,6 +34,25 @@ from attnexp.training.loggers import log_histogram, log_image, log_layout, log_t
 log = logging.getLogger("attnexp")
 
 
+def check_state(state) -> None:
+    """The maps callback's state in a checkpoint, typed before it is used: the epochs it drew (ints), its
+    best alignment (numbers or null) and its last timeline step (an int or null). Before: a string or
+    null there were tracebacks, and a forged history was copied into the new run's record."""
+    from attnexp.config import ConfigError
+
+    def whole(x) -> bool:
+        return isinstance(x, int) and not isinstance(x, bool) and -1 <= x < 10**9
+
+    al = state.get("last_alignment") if isinstance(state, dict) else None
+    ok = (isinstance(state, dict) and isinstance(state.get("epochs"), list) and len(state["epochs"]) <= 100_000
+          and all(whole(e) for e in state["epochs"]) and (state.get("timeline_step") is None or whole(state["timeline_step"]))
+          and (al is None or isinstance(al, dict) and all(whole(al.get(k)) for k in ("layer", "head"))
+               and isinstance(al.get("best"), (int, float)) and not isinstance(al.get("best"), bool)))
+    if not ok:
+        raise ConfigError("the checkpoint's attention-maps state is not what attnexp writes (epochs, alignment, "
+                          "timeline step); resume from a checkpoint a run saved, or start the run again")
+
+
 class AttentionMaps(L.Callback):
     def __init__(self, cfg: MapsConfig, out_dir: Path):
         self.cfg, self.dir = cfg, Path(out_dir) / "maps"
@@ -73,6 +92,7 @@ class AttentionMaps(L.Callback):
 
     def load_state_dict(self, state: dict) -> None:
         if getattr(self, "_stage", "fit") == "fit":  # not trainer.test(ckpt_path=best)'s restore
+            check_state(state)  # a checkpoint is a stranger's file: its callback state too
             self._resumed_epochs, self.last_alignment = state["epochs"], state["last_alignment"]
             self._resume_read = state.get("timeline_step")
 
@@ -82,7 +102,11 @@ class AttentionMaps(L.Callback):
         start = snapshot.npz(self.dir, snapshot.START)
         if self.cfg.timeline and trainer.is_global_zero:
             self._writer = tl.Writer(self.dir / tl.FILE)  # its sizes: the maps' own, at the first reading
-            self._writer.start(keep_through=self._resume_read if trainer.ckpt_path else None)
+            try:
+                self._writer.start(keep_through=self._resume_read if trainer.ckpt_path else None)
+            except tl.TimelineError as e:  # a folder where the file goes: one line, and no timeline this run
+                log.warning("%s", e)
+                self._writer = None
             self._read_through = self._resume_read if trainer.ckpt_path and self._resume_read is not None else -1
         if trainer.ckpt_path:  # a resumed run: its first part took the start; the model now is not the start
             if start.is_file() and (snap := self._read(start)) is not None:
