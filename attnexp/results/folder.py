@@ -37,10 +37,12 @@ def _mine() -> dict:
 
 def holder(folder: Path) -> dict | None:
     """Who holds `folder` now (the lock's record), or None when nobody does or the holder is gone."""
-    try:
-        rec = json.loads((Path(folder) / LOCK).read_text())
+    from attnexp.config.files import read_json
+
+    try:  # the one reading rule: a pipe or a 2 GB file named like the lock is not waited on nor read
+        rec = read_json(Path(folder) / LOCK, 4096)
         pid = int(rec["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError):  # ValueError: FileRefused
         return None  # no lock, or not one attnexp wrote: nobody to wait for
     if rec.get("slurm_job") and rec.get("slurm_job") == os.environ.get("SLURM_JOB_ID"):
         return None  # a requeued SLURM job: its earlier run was ended by the scheduler
@@ -58,7 +60,12 @@ def holder(folder: Path) -> dict | None:
 
 
 def taken(folder: Path) -> str | None:
-    """One line when a live run holds `folder`, else None."""
+    """One line when a live run holds `folder` (or something that is not attnexp's lock sits where it
+    goes: nothing can take the folder then), else None."""
+    path = Path(folder) / LOCK
+    if path.is_symlink() or path.exists() and not path.is_file():  # a folder, a pipe or a link
+        return (f"{path} is not attnexp's lock (a folder, a pipe or a link); move it away, or give this run its own "
+                f"folder with hydra.run.dir=DIR (nothing was written)")
     rec = holder(folder)
     if rec is None:
         return None

@@ -86,3 +86,16 @@ def test_two_runs_started_two_seconds_apart_into_one_folder(tmp_path):
     assert second.returncode == 2 and "is in use by another attnexp run" in second.stderr, second.stderr[-2000:]
     s = json.loads((run / "summary.json").read_text())
     assert s["status"] == "completed" and s["epochs"] == 4 and not (run / folder.LOCK).exists()
+
+
+@pytest.mark.parametrize("kind", ["folder", "pipe"])
+def test_a_lock_that_is_not_a_file_is_one_line(kind, tmp_path, capsys):
+    """Issue 52. Before: `.attnexp.lock` made a folder was a traceback (unlink of a folder); a named pipe
+    of that name would have hung the check that reads it."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / folder.LOCK).mkdir() if kind == "folder" else os.mkfifo(run / folder.LOCK)
+    assert main(["train", *FAST, f"hydra.run.dir={run}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "is not attnexp's lock (a folder, a pipe or a link); move it away" in err, err
+    assert sorted(p.name for p in run.iterdir()) == [folder.LOCK]  # nothing written
