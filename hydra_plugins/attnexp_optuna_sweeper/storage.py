@@ -63,8 +63,28 @@ def check(storage: StudyStorage | None) -> None:
         if storage.path.is_dir():
             raise SweepError(f"hydra.sweeper.storage: {storage.path} is a folder; give a file for the journal, e.g. "
                              f"hydra.sweeper.storage=journal:{storage.path}/study.log")
+        check_journal(storage.path)
     else:
         check_server(storage)
+
+
+def check_journal(path: Path) -> None:
+    """A journal file that exists is replayed once before the sweep starts, as Optuna will: one that is
+    cut short, garbage or another tool's file is one line naming it (before: Optuna's reader's traceback
+    of up to 70 frames), and it is left as it was."""
+    if not path.exists():
+        return
+    if not path.is_file():
+        raise SweepError(f"hydra.sweeper.storage: {path} is not a file (a pipe or a device); give the study's journal file")
+    import optuna
+    from optuna.storages.journal import JournalFileBackend
+
+    try:
+        optuna.storages.JournalStorage(JournalFileBackend(str(path))).get_all_studies()
+    except Exception as e:  # noqa: BLE001 - Optuna's reader raises what the bytes make it raise
+        first = " ".join(str(e).split())[:100] or type(e).__name__
+        raise SweepError(f"hydra.sweeper.storage: {path} is not a whole Optuna journal ({type(e).__name__}: {first}); "
+                         f"give a new file name, or move it away to start the study afresh") from None
 
 
 def check_server(storage: StudyStorage) -> None:

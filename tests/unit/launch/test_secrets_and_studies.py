@@ -107,3 +107,26 @@ def test_compare_study_opens_a_study_read_only_and_creates_nothing(tmp_path):
         code, err = compare("study=s", f"storage={missing}")
         assert code == 2 and "is not there" in err and err.count("\n") == 1, err
     assert digest(tmp_path) == before  # every file byte-identical, nothing created (no lock, no table, no file)
+
+
+def test_a_damaged_or_foreign_journal_is_one_line_and_left_as_it_was(tmp_path, monkeypatch):
+    """Issue 52. Before: a journal file cut short, garbage or another tool's gave a traceback of up to 70
+    frames from Optuna's journal reader once the sweep had started."""
+    optuna = pytest.importorskip("optuna")
+    from attnexp.launch.command_line import precheck
+
+    monkeypatch.chdir(tmp_path)
+    good = tmp_path / "good.log"
+    study = optuna.create_study(study_name="j", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(good))))
+    study.tell(study.ask(), 1.0)
+    text = good.read_bytes()
+    cases = {"garbage.log": b"garbage\nmore\n", "other.log": b'{"op_code": 99}\n{"op_code": 98}\n',
+             "cut.log": text[: len(text) // 2] + b"\n" + text[len(text) // 2:]}  # a line broken in the middle
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+        problem = precheck(["hparams_search=optuna", f"hydra.sweeper.storage=journal:{tmp_path / name}"], multirun=True)
+        assert problem and "is not a whole Optuna journal" in problem and "\n" not in problem, (name, problem)
+        assert (tmp_path / name).read_bytes() == data
+    assert precheck(["hparams_search=optuna", f"hydra.sweeper.storage=journal:{good}"], multirun=True) is None
+    assert good.read_bytes() == text
