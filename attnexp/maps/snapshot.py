@@ -98,8 +98,9 @@ def _headers(z: zipfile.ZipFile) -> dict[str, tuple[tuple[int, ...], np.dtype, i
     return out
 
 
-def check_sizes(path: Path | str) -> None:
-    """SnapshotError unless `path` is an npz whose members are no bigger than its shapes imply."""
+def check_sizes(path: Path | str, max_weights: int = MAX_WEIGHTS_BYTES) -> None:
+    """SnapshotError unless `path` is an npz whose members are no bigger than its shapes imply (the
+    weights no bigger than `max_weights` bytes: a resumed run passes its own model's and probe's)."""
     try:
         with zipfile.ZipFile(path) as z:
             members = _headers(z)
@@ -123,12 +124,14 @@ def check_sizes(path: Path | str) -> None:
         if size > MAX_WEIGHTS_BYTES or (implied is not None and shape != implied):
             raise SnapshotError(f"its weights are {shape} ({size:,} bytes), not the (layers, examples, heads, tokens, "
                                 f"tokens) = {implied} its own tokens and statistics imply")
+        if size > max_weights:
+            raise SnapshotError(f"its weights would take {size:,} bytes; this run's maps take at most {max_weights:,}")
 
 
 @contextmanager
-def opened(path: Path | str):
+def opened(path: Path | str, max_weights: int = MAX_WEIGHTS_BYTES):
     """The snapshot's arrays (np.load without pickle), once `check_sizes` passed."""
-    check_sizes(path)
+    check_sizes(path, max_weights)
     try:
         with np.load(path, allow_pickle=False) as z:
             yield z
@@ -155,10 +158,11 @@ class Snapshot:
         return self.analysis.scores
 
 
-def read(path: Path | str, weights: bool = False) -> Snapshot:
+def read(path: Path | str, weights: bool = False, max_weights: int = MAX_WEIGHTS_BYTES) -> Snapshot:
     """The snapshot at `path` (SnapshotError if it is not one attnexp could have written); the
-    weights are inflated only when asked for. Every reader of a snapshot comes through here."""
-    with opened(path) as z:
+    weights are inflated only when asked for, and only up to `max_weights` bytes. Every reader of a
+    snapshot comes through here."""
+    with opened(path, max_weights) as z:
         found = {m for m in z.files if expected(m)}
         per_head = {name: np.asarray(z[m], dtype=float) for m in sorted(found) if (name := quantities.of_member(m))}
         per_head.update({m[len(STAT_PREFIX):]: np.asarray(z[m], dtype=float) for m in sorted(found)

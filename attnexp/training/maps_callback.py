@@ -109,13 +109,13 @@ class AttentionMaps(L.Callback):
                 self._writer = None
             self._read_through = self._resume_read if trainer.ckpt_path and self._resume_read is not None else -1
         if trainer.ckpt_path:  # a resumed run: its first part took the start; the model now is not the start
-            if start.is_file() and (snap := self._read(start)) is not None:
+            if start.is_file() and (snap := self._read(start, pl_module)) is not None:
                 self._start = snap.weights.astype(np.float32)
         elif trainer.is_global_zero:
             self._take_start(trainer, pl_module)
         for epoch in self._resumed_epochs:
             npz = snapshot.npz(self.dir, epoch)
-            if npz.is_file() and (snap := self._read(npz)) is not None:
+            if npz.is_file() and (snap := self._read(npz, pl_module)) is not None:
                 self._add_to_viewer(epoch, snap.weights, snap.analysis)
             for b in range(len(self.probe.tokens)) if self.cfg.animation else ():
                 png = snapshot.example_png(self.dir, snapshot.stem(epoch), b)
@@ -130,12 +130,16 @@ class AttentionMaps(L.Callback):
                 frame = im.copy()
         self.animations.setdefault(b, render.Animation()).add(frame)
 
-    @staticmethod
-    def _read(path: Path) -> snapshot.Snapshot | None:
+    def _read(self, path: Path, pl_module) -> snapshot.Snapshot | None:
         """A snapshot the first part of a resumed run wrote, weights included; one that is not a
-        snapshot (`snapshot.read`) is left out with one line."""
+        snapshot (`snapshot.read`), or whose maps are bigger than this run's model and probe make them
+        (layers x examples x heads x tokens^2 float32), is left out with one line. Before: any file's
+        weights could take up to 1 GB, and two 0.95 MB files in a resumed folder took 4.3 GB."""
+        m = pl_module.model.m
+        T = max(self.probe.lengths, default=0)
+        bound = m.n_layers * len(self.probe.ids) * m.n_heads * T * T * 4
         try:
-            snap = snapshot.read(path, weights=True)
+            snap = snapshot.read(path, weights=True, max_weights=bound)
         except snapshot.SnapshotError as e:
             log.warning("maps: left out %s: %s", path, e)
             return None

@@ -69,3 +69,24 @@ def test_forged_maps_state_in_a_checkpoint_is_one_line(tmp_path):
                     cwd=tmp_path)
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
         assert "the checkpoint's attention-maps state is not what attnexp writes" in r.stderr, r.stderr[-1000:]
+
+
+def test_a_snapshot_bigger_than_this_runs_maps_is_left_out_on_resume(tmp_path, caplog):
+    """Issue 52. Before: each snapshot's weights could take up to 1 GB, nothing bounded them by the run's
+    own model (two 0.95 MB files in a resumed folder took 4.3 GB). Here a 64 MB array of zeros (a few
+    kB on disk) planted as the first epoch's snapshot is refused from its zip header, in one line."""
+    import numpy as np
+
+    from attnexp.maps import snapshot
+
+    run = tmp_path / "run"
+    train(run_of([*QUICK, "trainer.max_epochs=1"], run))
+    planted = snapshot.npz(run / "maps", 0)
+    assert planted.is_file()
+    with open(planted, "wb") as f:
+        np.savez_compressed(f, weights=np.zeros((1, 1, 1, 4000, 4000), dtype=np.float32))
+    with caplog.at_level("WARNING", logger="attnexp"):
+        again = train(run_of([*QUICK, "trainer.max_epochs=2", "resume=auto"], run))
+    assert again["status"] == "completed"
+    said = [r.getMessage() for r in caplog.records if str(planted) in r.getMessage()]
+    assert len(said) == 1 and "its weights would take 64,000,128 bytes; this run's maps take at most" in said[0], said
