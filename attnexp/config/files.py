@@ -14,7 +14,11 @@ from typing import Any
 
 
 class FileRefused(ValueError):
-    """A file that is not read, and why (a few words)."""
+    """A file that is not read, and why (a few words); `size` when it was refused for its size."""
+
+    def __init__(self, why: str, size: int | None = None):
+        super().__init__(why)
+        self.size = size
 
 
 MAX_JSON_DEPTH = 64  # a summary.json nests 4 deep; 100,000 deep was a RecursionError traceback
@@ -37,7 +41,7 @@ def read_bytes(path: Path | str, limit: int) -> bytes:
         if not stat.S_ISREG(st.st_mode):
             raise FileRefused("not a regular file (a pipe, a device or a socket)")
         if st.st_size > limit:
-            raise FileRefused(f"{st.st_size:,} bytes, over the {limit:,} such a file may hold")
+            raise FileRefused(f"{st.st_size:,} bytes, over the {limit:,} such a file may hold", st.st_size)
         chunks, left = [], limit + 1
         while left > 0:  # a file that grows while it is read stops at the limit
             chunk = os.read(fd, min(left, 1 << 20))

@@ -97,10 +97,15 @@ def read_tokenizer(spec: str, key: str) -> Tokenizer:
             return Tokenizer.from_pretrained(spec)
         except Exception as e:  # noqa: BLE001 - tokenizers raises its own exceptions (offline, not found)
             raise ConfigError(f"{key}={spec!r}: no such tokenizer.json, and none could be fetched ({str(e)[:80]})") from None
-    size = p.stat().st_size
-    if size > MAX_TOKENIZER_BYTES:
-        raise ConfigError(f"{key}={spec!r} is {size / 2**20:.0f} MB; a tokenizer.json is at most {MAX_TOKENIZER_BYTES >> 20} MB")
-    raw = p.read_bytes()
+    from attnexp.config.files import FileRefused, read_bytes
+
+    try:  # the one reading rule: a regular file, its size checked before a byte is read
+        raw = read_bytes(p, MAX_TOKENIZER_BYTES)
+    except FileRefused as e:
+        if e.size is not None:
+            raise ConfigError(f"{key}={spec!r} is {e.size / 2**20:.0f} MB; a tokenizer.json is at most "
+                              f"{MAX_TOKENIZER_BYTES >> 20} MB") from None
+        raise ConfigError(f"{key}={spec!r}: {e}; give a tokenizer.json that tokenizers saved") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -183,30 +183,42 @@ class Timeline:
         return list(self.readings[0].values) if self.readings else []
 
 
+def _text(path: Path) -> str:
+    """The file's text by the one reading rule (a regular file, its size checked before it is read: a
+    named pipe of that name is not waited on), undecodable bytes replaced (the line is then refused)."""
+    from attnexp.config.files import FileRefused, read_bytes
+
+    try:
+        return read_bytes(path, MAX_BYTES).decode("utf-8", errors="replace")
+    except FileRefused as e:
+        said = f"{e.size:,} bytes, past the {MAX_BYTES:,} a timeline may hold" if e.size is not None else str(e)
+        raise TimelineError(f"{path}: {said}; not read") from None
+
+
+def _header(line: str, path: Path) -> tuple[int, int]:
+    try:
+        header = json.loads(line)
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or header.get("attnexp_timeline") != FORMAT:
+        raise TimelineError(f"{path}: not an attnexp timeline (its first line is not the header)")
+    layers, heads = header.get("layers"), header.get("heads")
+    if not (isinstance(layers, int) and isinstance(heads, int) and 0 < layers and 0 < heads and layers * heads <= MAX_CELLS):
+        raise TimelineError(f"{path}: its header gives {layers!r} layers x {heads!r} heads; at most {MAX_CELLS} "
+                            f"heads in all are read")
+    return layers, heads
+
+
 def read(path: Path | str) -> Timeline:
     """A run's timeline, checked as a stranger's file (module docstring); TimelineError otherwise."""
-    path = Path(path)
-    try:
-        size = path.stat().st_size
-    except OSError as e:
-        raise TimelineError(f"{path}: cannot be read ({e.strerror or e})") from None
-    if size > MAX_BYTES:
-        raise TimelineError(f"{path}: {size:,} bytes, past the {MAX_BYTES:,} a timeline may hold; not read")
-    with open(path, encoding="utf-8", errors="replace") as f:
-        first = f.readline()
-        try:
-            header = json.loads(first)
-        except ValueError:
-            header = None
-        if not isinstance(header, dict) or header.get("attnexp_timeline") != FORMAT:
-            raise TimelineError(f"{path}: not an attnexp timeline (its first line is not the header)")
-        layers, heads = header.get("layers"), header.get("heads")
-        if not (isinstance(layers, int) and isinstance(heads, int) and 0 < layers and 0 < heads
-                and layers * heads <= MAX_CELLS):
-            raise TimelineError(f"{path}: its header gives {layers!r} layers x {heads!r} heads; at most {MAX_CELLS} "
-                                f"heads in all are read")
-        out = Timeline(layers, heads)
-        lines = f.read().split("\n")
+    return _parse(_text(Path(path)), Path(path))
+
+
+def _parse(text: str, path: Path) -> Timeline:
+    first, _, rest = text.partition("\n")
+    layers, heads = _header(first, path)
+    out = Timeline(layers, heads)
+    lines = rest.split("\n")
     # the last element is "" after a whole last line; a killed run's last line may be cut short: left out
     for i, line in enumerate(lines[:-1]):
         if not line:
@@ -225,25 +237,13 @@ def salvage(path: Path) -> tuple[Timeline, str | None]:
     what was left out in a few words, or None). TimelineError when nothing of it can be read (not a
     file, too big, not a timeline's header)."""
     path = Path(path)
-    if not path.is_file():
-        raise TimelineError(f"{path}: not a file")
+    text = _text(path)
     try:
-        return read(path), None
+        return _parse(text, path), None
     except TimelineError:
         pass
-    size = path.stat().st_size
-    if size > MAX_BYTES:
-        raise TimelineError(f"{path}: {size:,} bytes, past the {MAX_BYTES:,} a timeline may hold; not read")
-    with open(path, encoding="utf-8", errors="replace") as f:
-        lines = f.read().split("\n")
-    try:
-        header = json.loads(lines[0])
-    except ValueError:
-        header = None
-    layers, heads = (header.get("layers"), header.get("heads")) if isinstance(header, dict) else (None, None)
-    if not (isinstance(header, dict) and header.get("attnexp_timeline") == FORMAT and isinstance(layers, int)
-            and isinstance(heads, int) and 0 < layers and 0 < heads and layers * heads <= MAX_CELLS):
-        raise TimelineError(f"{path}: not an attnexp timeline (its first line is not the header)")
+    lines = text.split("\n")
+    layers, heads = _header(lines[0], path)
     out, bad = Timeline(layers, heads), 0
     for i, line in enumerate(lines[1:-1][:MAX_READINGS]):
         try:

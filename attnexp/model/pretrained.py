@@ -25,7 +25,6 @@ Loading goes through `transformers` (pip install 'attnexp[hf]'); safetensors fil
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -81,11 +80,13 @@ def check_folder(source: str) -> None:
     cfg = Path(source) / "config.json"
     if not Path(source).is_dir() or not cfg.is_file():
         return
-    if cfg.stat().st_size > MAX_CONFIG_BYTES:
-        raise ConfigError(f"hf:{source}: config.json is {cfg.stat().st_size:,} bytes; a model's config is a few kB")
-    try:
-        c = json.loads(cfg.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
+    from attnexp.config.files import FileRefused, read_json
+
+    try:  # the one reading rule: a regular file, its size before a byte, JSON within a nesting limit
+        c = read_json(cfg, MAX_CONFIG_BYTES)
+    except FileRefused as e:
+        if e.size is not None:
+            raise ConfigError(f"hf:{source}: config.json is {e.size:,} bytes; a model's config is a few kB") from None
         raise ConfigError(f"hf:{source}: config.json is not UTF-8 JSON ({str(e)[:80]})") from None
     if not isinstance(c, dict):
         raise ConfigError(f"hf:{source}: config.json is not a JSON object")
@@ -222,7 +223,12 @@ def converted_tokenizer(folder: Path, cache_dir: str | None = None) -> Path:
     if not any(p.name == "vocab.txt" for p in files):
         raise ConfigError(f"hf:{folder} has neither tokenizer.json nor vocab.txt; save the tokenizer there with "
                           f"AutoTokenizer.from_pretrained(...).save_pretrained({str(folder)!r})")
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in files)).hexdigest()[:16]
+    from attnexp.config.files import FileRefused, read_bytes
+
+    try:  # the one reading rule: a pipe named vocab.txt is not waited on, a huge one not read
+        digest = hashlib.sha256(b"".join(read_bytes(p, 64 << 20) for p in files)).hexdigest()[:16]
+    except FileRefused as e:
+        raise ConfigError(f"hf:{folder}: its tokenizer files cannot be used ({e})") from None
     from attnexp.config.paths import default_cache_dir
 
     cache = Path(cache_dir or default_cache_dir()).expanduser() / "hf-tokenizers"

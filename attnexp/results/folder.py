@@ -115,7 +115,9 @@ def owned(folder: Path, resume: str | None):
         yield
     finally:
         try:
-            if json.loads(path.read_text()).get("pid") == os.getpid():
+            from attnexp.config.files import read_json
+
+            if read_json(path, 4096).get("pid") == os.getpid():
                 path.unlink()
-        except (OSError, ValueError):
+        except (OSError, ValueError, AttributeError):
             pass

@@ -219,3 +219,35 @@ def test_validating_a_config_imports_no_lightning():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('lightning', 'pytorch_lightning')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+# Reads that are not of a file from outside the process, each with why it need not take the reading rule
+OWN_READS = {
+    ("attnexp.config.paths", "read_text"): "attnexp's own conf/paths/default.yaml",
+    ("attnexp.launch.compose", "read_text"): "an attention option of attnexp's conf/ (or the user's --config-dir)",
+    ("attnexp.maps.bertviz_export", "read_text"): "bertviz's installed JavaScript and attnexp's vendored libraries",
+    ("attnexp.maps.html", "read_text"): "the viewer's template, a package resource",
+    ("attnexp.notebook.loaded", "read_text"): "the page it wrote a line above, in its own temporary folder",
+    ("attnexp.results.folder", "read_text"): "/proc/PID/stat, the kernel's",
+    ("attnexp.data.toy", "read_text"): "the user's corpus, checked first by check_text_file (a regular UTF-8 file)",
+}
+
+
+def test_files_from_outside_are_read_by_the_one_reading_rule():
+    """Issue 52: every file attnexp reads from a run folder, a checkpoint's folder, a study, a tokenizer or
+    a timeline goes through attnexp.config.files (a regular file, its size checked first, JSON nesting
+    bounded). Any other read_text / read_bytes / json.load in the package is one of OWN_READS, said why."""
+    files = {**modules(), **{f"hydra_plugins.{p.stem}": p for p in (PACKAGE.parent / "hydra_plugins").rglob("*.py")}}
+    found = []
+    for name, path in files.items():
+        if name == "attnexp.config.files":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            attr = node.func.attr
+            json_load = attr in ("load", "loads") and isinstance(node.func.value, ast.Name) and node.func.value.id == "json" \
+                and node.args and "read" in ast.unparse(node.args[0])
+            if (attr in ("read_text", "read_bytes") or json_load) and (name, attr) not in OWN_READS:
+                found.append(f"{name}:{node.lineno} {ast.unparse(node)[:80]}")
+    assert not found, "\n".join(found)
