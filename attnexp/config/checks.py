@@ -66,10 +66,28 @@ def unwritable(folder: Path, key: str, what: str = "the run folder") -> str | No
     if not existing.is_dir():
         return f"cannot write {what} {folder}: {existing} is a file, not a folder; give a folder with {key}=DIR"
     if os.access(existing, os.W_OK | os.X_OK):
-        return None
+        return full(existing, folder, what)
     try:
         read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
     except OSError:
         read_only = False
     why = "is on a read-only file system" if read_only else "is not writable by this user"
     return f"cannot write {what} {folder}: {existing} {why}; give a writable folder with {key}=DIR"
+
+
+MIN_FREE_BYTES = 1 << 20  # Hydra's .hydra/ files, the lock and the first record: a few kB; less than this is a full disk
+
+
+def full(existing: Path, folder: Path, what: str) -> str | None:
+    """One line when the disk that would hold `folder` is already full (before: Hydra's traceback from
+    writing .hydra/config.yaml, and no record), else None."""
+    import shutil
+
+    try:
+        free = shutil.disk_usage(existing).free
+    except OSError:
+        return None
+    if free >= MIN_FREE_BYTES:
+        return None
+    return f"disk full: cannot write {what} {folder}: {free:,} bytes free there; free some space or give another folder"
+

@@ -242,3 +242,24 @@ def test_an_improving_epoch_writes_one_checkpoint_and_links_the_other(tmp_path):
     pbest, plast = Path(plateau["checkpoints"]["best"]), tmp_path / "plateau" / "checkpoints" / "last.ckpt"
     assert os.stat(pbest).st_ino != os.stat(plast).st_ino
     assert step_of(pbest) == STEPS_PER_EPOCH and step_of(plast) == 2 * STEPS_PER_EPOCH
+
+
+@pytest.mark.slow
+def test_a_disk_already_full_when_the_run_starts_is_one_line(tmp_path):
+    """Issue 52. Before: Hydra's traceback (writing .hydra/config.yaml) and no record."""
+    disk = mounted(tmp_path / "full", "size=400k")
+    try:
+        with open(disk / "filler", "wb", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"\0" * 4096)
+            except OSError:
+                pass
+        r = attnexp("train", *QUICK, "trainer.max_epochs=1", f"hydra.run.dir={disk / 'run'}", cwd=tmp_path)
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+        lines = [x for x in r.stderr.splitlines() if x.startswith("attnexp:")]
+        assert len(lines) == 1 and lines[0].startswith(f"attnexp: disk full: cannot write the run folder {disk / 'run'}"), \
+            r.stderr[-1000:]
+        assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+    finally:
+        unmount(disk)
