@@ -210,6 +210,31 @@ class OptunaSweeper(Sweeper):
         log.info("Optuna study %r (%s, %s, seed %s): %d trial(s) to run, %d already in %s", self.s.study_name,
                  self.direction(), type(study.sampler).__name__, study.user_attrs[f"launch:{self.launch}"]["seed"],
                  max(left, 0), held, self.where.shown if self.where else "memory")
+        try:
+            ran = self.run_trials(study, fixed, space, left)
+        except Exception as e:
+            raise self.storage_failed(e) from None
+        if ran:
+            self.write_results(study)
+        else:
+            self.say_done(study)
+
+    def storage_failed(self, e: Exception) -> Exception:
+        """A journal that could no longer be read while the sweep ran (cut, overwritten, another writer's
+        garbage): one line naming it, and where the trials that finished are (their run folders are
+        whole); anything else as it was."""
+        if self.where is None or self.where.kind != "journal" or isinstance(e, SweepError):
+            return e
+        from hydra.errors import CompactHydraException
+
+        first = " ".join(str(e).split())[:100] or type(e).__name__
+        sweep = Path(self.config.hydra.sweep.dir)
+        return CompactHydraException(
+            f"attnexp: the study's journal {self.where.path} could not be read while the sweep ran ({type(e).__name__}: "
+            f"{first}); the {self.job_idx} job(s) run so far keep their run folders: python -m attnexp compare {sweep}")
+
+    def run_trials(self, study, fixed: list[str], space: dict, left: int) -> bool:
+        """Ask, launch and tell in batches of n_jobs until the study holds n_trials; whether any ran."""
         ran = False
         while True:
             trials = self.ask(study, min(self.s.n_jobs, left)) if left > 0 else []
@@ -226,10 +251,7 @@ class OptunaSweeper(Sweeper):
             else:
                 break
             left = self.left(study)
-        if ran:
-            self.write_results(study)
-        else:
-            self.say_done(study)
+        return ran
 
     def storage_beats(self) -> bool:
         """Whether the storage keeps heartbeats (an RDB): a journal file or memory does not."""
