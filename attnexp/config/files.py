@@ -103,3 +103,35 @@ def loads(text: str) -> Any:
         if isinstance(e, FileRefused):
             raise
         raise FileRefused(f"not valid JSON ({str(e).splitlines()[0][:80] if str(e) else type(e).__name__})") from None
+
+
+def sqlite_tables(path: Path | str) -> set[str]:
+    """The tables of a whole SQLite database file, opened read-only (the file stays byte-identical);
+    FileRefused saying what it is otherwise. The one check both attnexp's stores take (an Optuna study
+    file, MLflow's mlflow.db): which tables belong in it is each caller's to say."""
+    import sqlite3
+    from urllib.parse import quote
+
+    fd = None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise FileRefused("not a regular file")
+        head = os.read(fd, 16)
+    except OSError as e:
+        raise FileRefused(f"unreadable ({e.strerror or type(e).__name__})") from None
+    finally:
+        if fd is not None:
+            os.close(fd)
+    if head != b"SQLite format 3\x00":
+        raise FileRefused("not an SQLite database")
+    try:
+        with sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=ro", uri=True) as db:
+            ok = db.execute("PRAGMA quick_check").fetchone()[0]
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as e:
+        raise FileRefused(f"a damaged SQLite database ({e})") from None
+    if ok != "ok":
+        raise FileRefused(f"a damaged SQLite database ({ok[:60]})")
+    return {t for t in tables if not t.startswith("sqlite_")}
+

@@ -166,16 +166,16 @@ def check_mlflow_store(uri: str) -> None:
                    f"({uri}) cannot carry; choose a folder name without them, or set logger.mlflow.tracking_uri=URI")
     problem = unwritable(path.parent, "paths.log_dir", "MLflow's store in")
     check(problem is None, problem or "")
-    if path.is_file():
-        import sqlite3
+    if path.exists():
+        from attnexp.config.files import FileRefused, sqlite_tables
 
-        try:
-            with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-                ok = db.execute("PRAGMA quick_check").fetchone()[0]
-        except sqlite3.DatabaseError as e:
-            ok = str(e)
-        check(ok == "ok", f"MLflow's store {path} is not a whole SQLite database ({str(ok)[:60]}); move it away (a new "
-                          f"one is made) or set logger.mlflow.tracking_uri=URI")
+        try:  # the same check an Optuna study file takes (config.files.sqlite_tables)
+            tables = sqlite_tables(path)
+        except FileRefused as e:
+            raise ConfigError(f"MLflow's store {path} is not a whole SQLite database ({str(e)[:60]}); move it away (a "
+                              f"new one is made) or set logger.mlflow.tracking_uri=URI") from None
+        check(not tables or "experiments" in tables, f"MLflow's store {path} is another tool's database (it holds "
+              f"{', '.join(sorted(tables)[:4])}, not MLflow's experiments); move it away or set logger.mlflow.tracking_uri=URI")
         check(os.access(path, os.W_OK), f"MLflow's store {path} is read-only; make it writable, or set "
                                         f"logger.mlflow.tracking_uri=URI")
 

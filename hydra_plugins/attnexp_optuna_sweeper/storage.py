@@ -30,26 +30,18 @@ def check_sqlite(path: Path) -> None:
                          f"hydra.sweeper.storage=sqlite:///{path}/study.db")
     if not path.exists():
         return
-    with open(path, "rb") as f:
-        head = f.read(16)
-    problem = None if head == b"SQLite format 3\x00" else "not an SQLite database"
-    if problem is None:
-        import sqlite3
+    from attnexp.config.files import FileRefused, sqlite_tables
 
-        try:
-            with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-                ok = db.execute("PRAGMA quick_check").fetchone()[0]
-                tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            problem = None if ok == "ok" else f"a damaged SQLite database ({ok[:60]})"
-            foreign = sorted(t for t in tables - OPTUNA_TABLES if not t.startswith("sqlite_"))
-            if problem is None and foreign:
-                problem = (f"another tool's database (it holds tables {', '.join(foreign[:4])}"
-                           f"{' ...' if len(foreign) > 4 else ''}, which no Optuna study has)")
-        except sqlite3.DatabaseError as e:
-            problem = f"a damaged SQLite database ({e})"
-    if problem:
-        raise SweepError(f"hydra.sweeper.storage: {path} is {problem}; give a new file name, or move it away to "
-                         f"start the study afresh")
+    try:
+        tables = sqlite_tables(path)
+    except FileRefused as e:
+        raise SweepError(f"hydra.sweeper.storage: {path} is {e}; give a new file name, or move it away to start the "
+                         f"study afresh") from None
+    foreign = sorted(tables - OPTUNA_TABLES)
+    if foreign:
+        raise SweepError(f"hydra.sweeper.storage: {path} is another tool's database (it holds tables "
+                         f"{', '.join(foreign[:4])}{' ...' if len(foreign) > 4 else ''}, which no Optuna study has); "
+                         f"give a new file name, or move it away to start the study afresh")
 
 
 def check(storage: StudyStorage | None) -> None:

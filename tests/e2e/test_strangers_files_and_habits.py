@@ -159,6 +159,17 @@ def test_mlflows_local_store_is_checked_before_the_run(tmp_path):
     (logs / "mlflow.db").write_bytes(b"SQLite format 3\x00" + b"\x00" * 200)
     with pytest.raises(ConfigError, match=r"MLflow's store .*mlflow.db is not a whole SQLite database"):
         run_of(["logger=mlflow", f"paths.log_dir={logs}"], tmp_path / "run")
+    # issue 51/52: the one SQLite check both stores take: an Optuna study where MLflow's store goes is refused
+    # (MLflow would have added its tables to it), and left byte-identical
+    import optuna
+
+    other = tmp_path / "other"
+    other.mkdir()
+    optuna.create_study(study_name="s", storage=f"sqlite:///{other / 'mlflow.db'}")
+    before = (other / "mlflow.db").read_bytes()
+    with pytest.raises(ConfigError, match=r"MLflow's store .*mlflow.db is another tool's database \(it holds .*studies"):
+        run_of(["logger=mlflow", f"paths.log_dir={other}"], tmp_path / "run")
+    assert (other / "mlflow.db").read_bytes() == before
 
 
 def test_an_override_the_grammar_cannot_read_is_named(capsys):
