@@ -75,7 +75,7 @@ def unwritable(folder: Path, key: str, what: str = "the run folder") -> str | No
     return f"cannot write {what} {folder}: {existing} {why}; give a writable folder with {key}=DIR"
 
 
-MIN_FREE_BYTES = 1 << 20  # Hydra's .hydra/ files, the lock and the first record: a few kB; less than this is a full disk
+MIN_FREE_BYTES = 64 << 10  # Hydra's .hydra/ files (~10 kB), the lock and the first record: under this the disk is full
 
 
 def full(existing: Path, folder: Path, what: str) -> str | None:
