@@ -65,23 +65,25 @@ def induction_input(first_id: int, first_word_id: int, vocab_size: int, max_len:
 
 
 def read_heads(model, probe: Probe, w: np.ndarray, pad_id: int, cfg: MapsConfig, ctx: Context,
-               start: np.ndarray | None = None) -> Analysis:
+               start: np.ndarray | None = None, pair_maps: np.ndarray | None = None) -> Analysis:
     """One reading of the heads of `model` on `probe`, whose maps are `w` (L, B, H, T, T): every
     declared per-head quantity (heads.quantities: the maps' own statistics, drift from `start`
     where given, the pattern and induction scores, importance) by name as (layers, heads) in
     `.scores`, with roles, layer importance, rollout / flow and relevance. The snapshot saves it,
     the viewer shows it, the training callback logs it, `attnexp maps` draws it and the notebook
-    returns it: nothing else merges per-head values."""
-    a = analyse(model, probe, w, pad_id, cfg, ctx)
+    returns it: nothing else merges per-head values. `pair_maps`: the induction pair's maps where the
+    caller took them already (probe.light_reading), else taken here."""
+    a = analyse(model, probe, w, pad_id, cfg, ctx, pair_maps)
     a.scores = {**quantities.measure(quantities.Maps(w, probe.lengths, start, probe.targets)), **a.scores}
     return a
 
 
-def analyse(model, probe: Probe, w: np.ndarray, pad_id: int, cfg: MapsConfig, ctx: Context) -> Analysis:
+def analyse(model, probe: Probe, w: np.ndarray, pad_id: int, cfg: MapsConfig, ctx: Context,
+            pair_maps: np.ndarray | None = None) -> Analysis:
     """Every method `cfg` turns on, for the maps `w` (L, B, H, T, T) of `probe` through `model`."""
     a = Analysis()
     if cfg.roles:
-        a.scores.update(pattern_scores(model, probe, w, pad_id, ctx))
+        a.scores.update(pattern_scores(model, probe, w, pad_id, ctx, pair_maps))
         if ctx.causal and not ctx.induction_ids:
             a.skipped["induction"] = ("the vocabulary, model.max_len or the examples are too short for a repeated random "
                                       "sequence of 4 tokens")
@@ -106,7 +108,8 @@ def analyse(model, probe: Probe, w: np.ndarray, pad_id: int, cfg: MapsConfig, ct
     return a
 
 
-def pattern_scores(model, probe: Probe, w: np.ndarray, pad_id: int, ctx: Context) -> dict[str, np.ndarray]:
+def pattern_scores(model, probe: Probe, w: np.ndarray, pad_id: int, ctx: Context,
+                   pair_maps: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Each head's pattern scores on the maps `w` of `probe` (heads.roles), and on a causal model the
     induction pair on the repeated random sequence and its control (one more pass, B = 2): the scores
     roles are assigned from, at every snapshot and every light reading of the timeline alike."""
@@ -115,7 +118,7 @@ def pattern_scores(model, probe: Probe, w: np.ndarray, pad_id: int, ctx: Context
         if not ctx.induction_control_ids:  # no silent skip: the score without its control is not the score
             raise ValueError("Context.induction_ids needs its induction_control_ids (analysis.context_of builds both)")
         ids, ctl = ctx.induction_ids, ctx.induction_control_ids
-        both = attention_maps(model, Probe([ids, ctl], [[""] * len(ids)] * 2), pad_id)
+        both = pair_maps if pair_maps is not None else attention_maps(model, Probe([ids, ctl], [[""] * len(ids)] * 2), pad_id)
         out.update(roles.induction_scores(both[:, :1], (len(ids) - 1) // 2, control=both[:, 1:]))
     return out
 

@@ -66,8 +66,42 @@ def _pass(model, probe: Probe, pad_id: int):
 
 
 def _maps(out, pad_mask) -> np.ndarray:
-    w = torch.stack(out.attn).float()  # (L, B, H, T, T)
-    return (w * pad_mask[None, :, None, :, None] * pad_mask[None, :, None, None, :]).cpu().numpy()
+    return _masked(out, pad_mask).cpu().numpy()
+
+
+def _masked(out, pad_mask) -> torch.Tensor:
+    w = torch.stack(out.attn).float()  # (L, B, H, T, T), on the model's device
+    return w * pad_mask[None, :, None, :, None] * pad_mask[None, :, None, None, :]
+
+
+def _token_loss(model, out, ids, pad_mask) -> torch.Tensor | None:
+    """A causal language model's next-token loss at each position (B, T-1), 0 past an example's end."""
+    import torch.nn.functional as F
+
+    if model.head_kind != "lm" or not model.causal:
+        return None
+    return F.cross_entropy(out.logits[:, :-1].float().transpose(1, 2), ids[:, 1:], reduction="none") * pad_mask[:, 1:]
+
+
+@torch.no_grad()
+def light_reading(model, probe: Probe, pad_id: int, pair: list[list[int]] | None, step_loss: torch.Tensor | None):
+    """What a light reading of the timeline takes from the device, in one transfer to the host (before:
+    four): the probe's maps (as `attention_maps`), its token loss (as `maps_and_token_loss`), the maps
+    of the induction pair (`pair`: the repeated sequence and its control, analysis.pattern_scores) and the
+    step's loss. Returns (maps, token loss or None, pair maps or None, loss or None), on the host."""
+    out, ids, pad_mask = _pass(model, probe, pad_id)
+    parts = {"w": _masked(out, pad_mask), "token": _token_loss(model, out, ids, pad_mask)}
+    if pair:
+        o2, _, m2 = _pass(model, Probe([list(x) for x in pair], [[""] * len(x) for x in pair]), pad_id)
+        parts["pair"] = _masked(o2, m2)
+    if step_loss is not None:
+        parts["loss"] = step_loss.detach().float().reshape(1)
+    kept = {k: v for k, v in parts.items() if v is not None}
+    flat = torch.cat([v.reshape(-1) for v in kept.values()]).cpu().numpy()  # the one device-to-host copy
+    got, at = {}, 0
+    for k, v in kept.items():
+        got[k], at = flat[at: at + v.numel()].reshape(tuple(v.shape)), at + v.numel()
+    return got["w"], got.get("token"), got.get("pair"), float(got["loss"][0]) if "loss" in got else None
 
 
 @torch.no_grad()
@@ -81,11 +115,6 @@ def attention_maps(model, probe: Probe, pad_id: int) -> np.ndarray:
 def maps_and_token_loss(model, probe: Probe, pad_id: int) -> tuple[np.ndarray, np.ndarray | None]:
     """One pass: the maps as `attention_maps` gives them, and for a causal language model each
     position's next-token loss (B, T-1) (positions past an example's end are 0), else None."""
-    import torch.nn.functional as F
-
     out, ids, pad_mask = _pass(model, probe, pad_id)
-    loss = None
-    if model.head_kind == "lm" and model.causal:
-        loss = F.cross_entropy(out.logits[:, :-1].float().transpose(1, 2), ids[:, 1:], reduction="none") * pad_mask[:, 1:]
-        loss = loss.cpu().numpy()
-    return _maps(out, pad_mask), loss
+    loss = _token_loss(model, out, ids, pad_mask)
+    return _maps(out, pad_mask), None if loss is None else loss.cpu().numpy()

@@ -24,7 +24,7 @@ from attnexp.config import ALIGN_BEST, MapsConfig, layout
 from attnexp.heads import quantities
 from attnexp.heads import timeline as tl
 from attnexp.heads.analysis import Analysis, Context, context_of, read_heads
-from attnexp.heads.probe import Probe, attention_maps, maps_and_token_loss, probe_from
+from attnexp.heads.probe import Probe, attention_maps, light_reading, maps_and_token_loss, probe_from
 from attnexp.maps import render, snapshot
 from attnexp.maps.background import Drawer
 from attnexp.maps.html import Viewer
@@ -208,13 +208,18 @@ class AttentionMaps(L.Callback):
         self._read_through = step
         if trainer.is_global_zero and self._writer is not None:
             loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
-            w, token_loss = maps_and_token_loss(pl_module.model, self.probe, trainer.datamodule.pad_id)
-            self._append_reading(trainer, pl_module, step, w, token_loss,
-                                 None if loss is None else float(loss.detach().float()))
+            ctx = self.context(trainer, pl_module)
+            pair = ([ctx.induction_ids, ctx.induction_control_ids] if ctx.causal and ctx.induction_ids
+                    and ctx.induction_control_ids else None)
+            # everything the reading needs from the device in one transfer (issue 54: it was four)
+            w, token_loss, pair_maps, loss = light_reading(pl_module.model, self.probe, trainer.datamodule.pad_id,
+                                                           pair if self._light.roles else None, loss)
+            self._append_reading(trainer, pl_module, step, w, token_loss, loss, pair_maps)
 
-    def _append_reading(self, trainer, pl_module, step: int, w: np.ndarray, token_loss, loss: float | None) -> None:
+    def _append_reading(self, trainer, pl_module, step: int, w: np.ndarray, token_loss, loss: float | None,
+                        pair_maps: np.ndarray | None = None) -> None:
         a = read_heads(pl_module.model, self.probe, w, trainer.datamodule.pad_id, self._light, self.context(trainer, pl_module),
-                       self._start)  # the light reading: every per-head number and the roles, no pictures
+                       self._start, pair_maps)  # the light reading: every per-head number and the roles, no pictures
         probe_loss = icl = None
         if token_loss is not None:
             real = np.arange(token_loss.shape[1])[None, :] < (np.asarray(self.probe.lengths) - 1)[:, None]

@@ -235,3 +235,36 @@ def test_the_viewer_draws_the_timeline_and_a_strangers_names_stay_text(tmp_path)
     dom = dump_dom(tmp_path / "viewer.html")
     assert 'data-rendered="yes"' in dom and '<div id="tl" class="">' in dom, dom[-800:]
     assert not injected(dom)
+
+
+def test_a_light_readings_one_transfer_gives_the_same_numbers(tmp_path):
+    """Issue 54: a timeline reading took its maps, token loss, induction pair and step loss from the
+    device in four copies; probe.light_reading takes them in one. Every number is the same as the
+    separate passes give (maps, token loss, every per-head score and role)."""
+    import dataclasses
+
+    import numpy as np
+    import torch
+
+    from attnexp.api import load, train
+    from attnexp.config import MapsConfig
+    from attnexp.heads.analysis import context_of, read_heads
+    from attnexp.heads.probe import light_reading, maps_and_token_loss
+    from helpers.runs import run_of
+
+    s = train(run_of(["trainer.max_epochs=1", "data.n_sentences=200", "logger=none", "maps.enabled=false", "test=false",
+                      "trainer.enable_progress_bar=false"], tmp_path / "run"))
+    m = load(s["checkpoints"]["last"])
+    text = "the dogs near the cat run . a cat sees the dog near the house and the dogs run to the cat ."
+    probe = m.probe([text, "a cat sees the dog ."], say_unknown=False)
+    ctx = context_of(m.model, probe, m.first_word_id)
+    assert ctx.induction_ids and ctx.induction_control_ids
+    view = dataclasses.replace(MapsConfig(), roles=True, importance=False, rollout=False, flow=False, relevance=False)
+    w1, t1 = maps_and_token_loss(m.model, probe, m.pad_id)
+    a1 = read_heads(m.model, probe, w1, m.pad_id, view, ctx)
+    w2, t2, pair, loss = light_reading(m.model, probe, m.pad_id, [ctx.induction_ids, ctx.induction_control_ids],
+                                       torch.tensor(1.25))
+    a2 = read_heads(m.model, probe, w2, m.pad_id, view, ctx, pair_maps=pair)
+    assert np.array_equal(w1, w2) and np.array_equal(t1, t2) and loss == 1.25
+    assert a1.scores.keys() == a2.scores.keys() and all(np.array_equal(a1.scores[k], a2.scores[k]) for k in a1.scores)
+    assert np.array_equal(a1.roles, a2.roles)

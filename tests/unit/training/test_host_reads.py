@@ -48,6 +48,9 @@ def test_no_training_step_between_logging_steps_reads_the_device(overrides, tmp_
     assert len(marks.checked_steps()) >= 30, len(marks.checked_steps())  # the check is not vacuous
     between = marks.between_logging_steps()
     assert not between, {k: v for k, v in list(between.items())[:3]}
+    # a timeline reading takes what it needs from the device in one transfer (issue 54: it made four)
+    readings = {s: r for s, r in c.per_step.items() if s in marks.reading_steps - marks.logging_steps - marks.last_of_epoch}
+    assert all(len(r) <= 1 for r in readings.values()), {k: v for k, v in readings.items() if len(v) > 1}
     heavy = {k: v for k, v in marks.at_logging_steps().items() if len(v) > 1}
     assert not heavy, {k: v for k, v in list(heavy.items())[:3]}
 
