@@ -46,7 +46,7 @@ class EpochLines(L.Callback):
         # the last logged loss, already on the host (module.last_logged_loss): the step's own loss is a device
         # tensor, and float() of it waited for the GPU every 30 s (issue 54)
         loss = getattr(pl_module, "last_logged_loss", None)
-        said = f" · loss {float(loss):.4g}" if loss is not None and loss.device.type == "cpu" else ""
+        said = f" · loss {loss:.4g}" if loss is not None else ""
         log.info("step %d of %s%s · %.0f ms/step%s", trainer.global_step, total if total != float("inf") else "?", said, ms,
                  eta)
         self.last = (now, trainer.global_step)

@@ -58,7 +58,7 @@ class AttnexpModule(L.LightningModule):
         self.diverged_at: torch.Tensor | None = None  # the StopGuard's device-side step of the first bad loss
         self._step_loss: torch.Tensor | None = None  # this step's loss, until on_train_batch_end
         self.host_step_loss: torch.Tensor | None = None  # the last logged step loss, on the host (the StopGuard takes it)
-        self.last_logged_loss: torch.Tensor | None = None  # the same, kept for the progress lines of a log
+        self.last_logged_loss: float | None = None  # the same as a number, kept for the progress lines of a log
 
     def train(self, mode: bool = True):
         """A frozen encoder stays in eval mode (no dropout) while its head trains."""
@@ -184,7 +184,8 @@ class AttnexpModule(L.LightningModule):
             total = self.trainer.strategy.reduce(torch.stack([loss * self._step_count, self._step_count.float()]),
                                                  reduce_op="sum")
             loss = total[0] / total[1].clamp_min(1)
-        self.host_step_loss = self.last_logged_loss = loss.to("cpu", copy=True)
+        self.host_step_loss = loss.to("cpu", copy=True)
+        self.last_logged_loss = float(self.host_step_loss)  # already on the host: no wait for the device
         self.log("train/loss", self.host_step_loss, on_step=True, on_epoch=False, prog_bar=True)
 
     def logged_loss(self, loss: torch.Tensor) -> torch.Tensor:
