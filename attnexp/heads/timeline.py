@@ -211,50 +211,42 @@ def _header(line: str, path: Path) -> tuple[int, int]:
 
 def read(path: Path | str) -> Timeline:
     """A run's timeline, checked as a stranger's file (module docstring); TimelineError otherwise."""
-    return _parse(_text(Path(path)), Path(path))
-
-
-def _parse(text: str, path: Path) -> Timeline:
-    first, _, rest = text.partition("\n")
-    layers, heads = _header(first, path)
-    out = Timeline(layers, heads)
-    lines = rest.split("\n")
-    # the last element is "" after a whole last line; a killed run's last line may be cut short: left out
-    for i, line in enumerate(lines[:-1]):
-        if not line:
-            continue
-        if len(out.readings) >= MAX_READINGS:
-            raise TimelineError(f"{path}: more than {MAX_READINGS:,} readings; not read")
-        out.readings.append(_reading(line, layers, heads, path, i + 2))
-    steps = out.steps
-    if len(steps) > 1 and np.any(np.diff(steps) <= 0):
-        raise TimelineError(f"{path}: its steps do not increase (a file written by two runs at once?)")
-    return out
+    return _parse(_text(Path(path)), Path(path), strict=True)[0]
 
 
 def salvage(path: Path) -> tuple[Timeline, str | None]:
     """A resumed run's own timeline, damaged lines left out: (the whole readings in increasing steps,
     what was left out in a few words, or None). TimelineError when nothing of it can be read (not a
     file, too big, not a timeline's header)."""
-    path = Path(path)
-    text = _text(path)
-    try:
-        return _parse(text, path), None
-    except TimelineError:
-        pass
-    lines = text.split("\n")
-    layers, heads = _header(lines[0], path)
-    out, bad = Timeline(layers, heads), 0
-    for i, line in enumerate(lines[1:-1][:MAX_READINGS]):
+    out, bad = _parse(_text(Path(path)), Path(path), strict=False)
+    return out, f"{bad} damaged line(s) left out" if bad else None
+
+
+def _parse(text: str, path: Path, strict: bool) -> tuple[Timeline, int]:
+    """The readings of a timeline's text and how many lines were left out: `strict`, any damaged line
+    or step out of order is TimelineError; else each such line is left out and counted."""
+    first, _, rest = text.partition("\n")
+    out, bad = Timeline(*_header(first, path)), 0
+    lines = rest.split("\n")
+    # the last element is "" after a whole last line; a killed run's last line may be cut short: left out
+    for i, line in enumerate(lines[:-1]):
+        if not line:
+            continue
+        if len(out.readings) >= MAX_READINGS:
+            if strict:
+                raise TimelineError(f"{path}: more than {MAX_READINGS:,} readings; not read")
+            break
         try:
-            r = _reading(line, layers, heads, path, i + 2) if line else None
+            r = _reading(line, out.layers, out.heads, path, i + 2)
+            if out.readings and r.step <= out.readings[-1].step:
+                raise TimelineError(f"{path}: its steps do not increase (a file written by two runs at once?)")
         except TimelineError:
-            r = None
-        if r is None or (out.readings and r.step <= out.readings[-1].step):
-            bad += bool(line)
+            if strict:
+                raise
+            bad += 1
             continue
         out.readings.append(r)
-    return out, f"{bad} damaged line(s) left out" if bad else None
+    return out, bad
 
 
 def _reading(line: str, layers: int, heads: int, path: Path, n: int) -> Reading:
