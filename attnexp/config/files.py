@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +25,14 @@ class FileRefused(ValueError):
 MAX_JSON_DEPTH = 64  # a summary.json nests 4 deep; 100,000 deep was a RecursionError traceback
 
 
-def read_bytes(path: Path | str, limit: int) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes, or FileRefused."""
+@contextmanager
+def regular(path: Path | str):
+    """The open descriptor of a regular file (opened without blocking, checked by fstat on that
+    descriptor, so the file cannot change in between) and its size; FileRefused otherwise."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise FileRefused("no such file") from None
-    except IsADirectoryError:
-        raise FileRefused("a folder, not a file") from None
     except OSError as e:
         raise FileRefused(f"unreadable ({e.strerror or type(e).__name__})") from None
     try:
@@ -40,8 +41,18 @@ def read_bytes(path: Path | str, limit: int) -> bytes:
             raise FileRefused("a folder, not a file")
         if not stat.S_ISREG(st.st_mode):
             raise FileRefused("not a regular file (a pipe, a device or a socket)")
-        if st.st_size > limit:
-            raise FileRefused(f"{st.st_size:,} bytes, over the {limit:,} such a file may hold", st.st_size)
+        yield fd, st.st_size
+    except OSError as e:
+        raise FileRefused(f"unreadable ({e.strerror or type(e).__name__})") from None
+    finally:
+        os.close(fd)
+
+
+def read_bytes(path: Path | str, limit: int) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, or FileRefused."""
+    with regular(path) as (fd, size):
+        if size > limit:
+            raise FileRefused(f"{size:,} bytes, over the {limit:,} such a file may hold", size)
         chunks, left = [], limit + 1
         while left > 0:  # a file that grows while it is read stops at the limit
             chunk = os.read(fd, min(left, 1 << 20))
@@ -49,10 +60,6 @@ def read_bytes(path: Path | str, limit: int) -> bytes:
                 break
             chunks.append(chunk)
             left -= len(chunk)
-    except OSError as e:
-        raise FileRefused(f"unreadable ({e.strerror or type(e).__name__})") from None
-    finally:
-        os.close(fd)
     data = b"".join(chunks)
     if len(data) > limit:
         raise FileRefused(f"over the {limit:,} bytes such a file may hold")
@@ -112,17 +119,8 @@ def sqlite_tables(path: Path | str) -> set[str]:
     import sqlite3
     from urllib.parse import quote
 
-    fd = None
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise FileRefused("not a regular file")
+    with regular(path) as (fd, _):
         head = os.read(fd, 16)
-    except OSError as e:
-        raise FileRefused(f"unreadable ({e.strerror or type(e).__name__})") from None
-    finally:
-        if fd is not None:
-            os.close(fd)
     if head != b"SQLite format 3\x00":
         raise FileRefused("not an SQLite database")
     try:
