@@ -181,7 +181,7 @@ def finished(recorder: RunRecorder, trainer, maps, run: Run) -> dict | None:
     """The final summary (the maps' section added), and for a completed run TensorBoard's HPARAMS
     record of its settings and final metrics."""
     if maps:
-        recorder.extra["attention_maps"] = {"dir": str(run.out_dir / "maps"), "alignment": maps.last_alignment,
+        recorder.extra["attention_maps"] = {"dir": str(run.out_dir / layout.MAPS), "alignment": maps.last_alignment,
                                             "timeline": maps.timeline_summary, "written": sorted(maps.written)}
     record_early_stop(recorder, trainer)
     result = recorder.write(trainer, recorder.status, error=recorder.error)

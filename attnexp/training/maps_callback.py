@@ -40,13 +40,13 @@ def check_state(state) -> None:
     null there were tracebacks, and a forged history was copied into the new run's record."""
     from attnexp.config import ConfigError
 
-    def whole(x) -> bool:
+    def count(x) -> bool:
         return isinstance(x, int) and not isinstance(x, bool) and -1 <= x < 10**9
 
     al = state.get("last_alignment") if isinstance(state, dict) else None
     ok = (isinstance(state, dict) and isinstance(state.get("epochs"), list) and len(state["epochs"]) <= 100_000
-          and all(whole(e) for e in state["epochs"]) and (state.get("timeline_step") is None or whole(state["timeline_step"]))
-          and (al is None or isinstance(al, dict) and all(whole(al.get(k)) for k in ("layer", "head"))
+          and all(count(e) for e in state["epochs"]) and (state.get("timeline_step") is None or count(state["timeline_step"]))
+          and (al is None or isinstance(al, dict) and all(count(al.get(k)) for k in ("layer", "head"))
                and isinstance(al.get("best"), (int, float)) and not isinstance(al.get("best"), bool)))
     if not ok:
         raise ConfigError("the checkpoint's attention-maps state is not what attnexp writes (epochs, alignment, "
@@ -55,7 +55,7 @@ def check_state(state) -> None:
 
 class AttentionMaps(L.Callback):
     def __init__(self, cfg: MapsConfig, out_dir: Path):
-        self.cfg, self.dir = cfg, Path(out_dir) / "maps"
+        self.cfg, self.dir = cfg, Path(out_dir) / layout.MAPS
         # the timeline's light reading: every per-head number and the roles, none of the pictures' methods
         self._light = dataclasses.replace(cfg, roles=True, importance=False, rollout=False, flow=False, relevance=False)
         self.probe: Probe | None = None
