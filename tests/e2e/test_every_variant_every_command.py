@@ -19,23 +19,10 @@ from attnexp.attention import registered
 from attnexp.cli import main
 from helpers import throwaway
 from helpers.runs import run_of
+from helpers.tests_data import halved_variant
 from helpers.variants import EXTRA
 
-PLUGIN = '''
-from attnexp.attention.registry import register
-from attnexp.attention.variants.mha import MultiHead
-
-
-@register
-class Halved(MultiHead):
-    """A plugin's variant: queries halved before the scores."""
-
-    name = "throwaway_walked"
-    summary = "queries halved (a plugin's variant, walked through every command)"
-
-    def rotate(self, q_BHTD, k_BGTD):
-        return q_BHTD * 0.5, k_BGTD
-'''
+PLUGIN = halved_variant("throwaway_walked", "queries halved (a plugin's variant, walked through every command)")
 TINY = ["model=tiny", "model.d_model=16", "model.n_heads=2", "model.n_layers=1", "data.n_sentences=60",
         "data.batch_size=16", "logger=none", "maps.enabled=false", "trainer.enable_progress_bar=false",
         "trainer.enable_model_summary=false", "test=false", "threads=1"]

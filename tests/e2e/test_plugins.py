@@ -12,23 +12,9 @@ from pathlib import Path
 import pytest
 
 from helpers import installed
-from helpers.tests_data import COUNTING_MODULE
+from helpers.tests_data import COUNTING_MODULE, halved_variant
 
-VARIANT = '''
-from attnexp.attention.registry import register
-from attnexp.attention.variants.mha import MultiHead
-
-
-@register
-class Halved(MultiHead):
-    """Multi-head attention whose queries are halved before the scores: softer maps (a plugin's variant)."""
-
-    name = "throwaway_halved"
-    summary = "queries halved before the scores (a plugin package's variant)"
-
-    def rotate(self, q_BHTD, k_BGTD):
-        return q_BHTD * 0.5, k_BGTD
-'''
+VARIANT = halved_variant("throwaway_halved", "queries halved before the scores (a plugin package's variant)")
 
 PYPROJECT = '''
 [build-system]

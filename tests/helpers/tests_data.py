@@ -57,3 +57,24 @@ class CountingDataModule(TokenDataModule):
                 items.append({"input_ids": ids, "labels": ids[1:-1] + [IGNORE, IGNORE], "idx": i})
             self.splits[split] = items
 '''
+
+
+def halved_variant(name: str, summary: str) -> str:
+    """A plugin's attention variant module: multi-head attention whose queries are halved before the
+    scores (softer maps), registered as `name`."""
+    return f'''
+from attnexp.attention.registry import register
+from attnexp.attention.variants.mha import MultiHead
+
+
+@register
+class Halved(MultiHead):
+    """Multi-head attention whose queries are halved before the scores: softer maps (a plugin's variant)."""
+
+    name = {name!r}
+    summary = {summary!r}
+
+    def rotate(self, q_BHTD, k_BGTD):
+        return q_BHTD * 0.5, k_BGTD
+'''
+

@@ -188,21 +188,25 @@ RUN_FOLDER_NAMES = ("summary.json", "config_resolved.yaml", ".attnexp.lock", "la
 RESOURCES = {("attnexp.maps.html", "viewer.html")}
 
 
+def nodes(skip: str):
+    """(module, AST node) for every node of attnexp/ and hydra_plugins/ but module `skip`'s."""
+    files = {**modules(), **{f"hydra_plugins.{p.stem}": p for p in (PACKAGE.parent / "hydra_plugins").rglob("*.py")}}
+    for name, path in files.items():
+        if name != skip:
+            yield from ((name, node) for node in ast.walk(ast.parse(path.read_text())))
+
+
 def test_the_run_folder_layout_is_spelled_in_one_module():
     """Issue 51: the run folder's file names were spelled in six modules (the end of a run named a GIF
     maps.animation=false never wrote). Each is declared in attnexp.config.layout; a string that is such
     a name (a path part, not a sentence that mentions one) appears nowhere else in the package or the
     sweeper plugin."""
-    files = {**modules(), **{f"hydra_plugins.{p.stem}": p for p in (PACKAGE.parent / "hydra_plugins").rglob("*.py")}}
     found = []
-    for name, path in files.items():
-        if name == "attnexp.config.layout":
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and " " not in node.value.strip():
-                hit = next((n for n in RUN_FOLDER_NAMES if n in node.value), None)
-                if hit and (name, hit) not in RESOURCES:
-                    found.append(f"{name}:{node.lineno} {node.value!r}")
+    for name, node in nodes(skip="attnexp.config.layout"):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and " " not in node.value.strip():
+            hit = next((n for n in RUN_FOLDER_NAMES if n in node.value), None)
+            if hit and (name, hit) not in RESOURCES:
+                found.append(f"{name}:{node.lineno} {node.value!r}")
     assert not found, "\n".join(found)
 
 
@@ -237,17 +241,13 @@ def test_files_from_outside_are_read_by_the_one_reading_rule():
     """Issue 52: every file attnexp reads from a run folder, a checkpoint's folder, a study, a tokenizer or
     a timeline goes through attnexp.config.files (a regular file, its size checked first, JSON nesting
     bounded). Any other read_text / read_bytes / json.load in the package is one of OWN_READS, said why."""
-    files = {**modules(), **{f"hydra_plugins.{p.stem}": p for p in (PACKAGE.parent / "hydra_plugins").rglob("*.py")}}
     found = []
-    for name, path in files.items():
-        if name == "attnexp.config.files":
+    for name, node in nodes(skip="attnexp.config.files"):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-                continue
-            attr = node.func.attr
-            json_load = attr in ("load", "loads") and isinstance(node.func.value, ast.Name) and node.func.value.id == "json" \
-                and node.args and "read" in ast.unparse(node.args[0])
-            if (attr in ("read_text", "read_bytes") or json_load) and (name, attr) not in OWN_READS:
-                found.append(f"{name}:{node.lineno} {ast.unparse(node)[:80]}")
+        attr = node.func.attr
+        json_load = attr in ("load", "loads") and isinstance(node.func.value, ast.Name) and node.func.value.id == "json" \
+            and node.args and "read" in ast.unparse(node.args[0])
+        if (attr in ("read_text", "read_bytes") or json_load) and (name, attr) not in OWN_READS:
+            found.append(f"{name}:{node.lineno} {ast.unparse(node)[:80]}")
     assert not found, "\n".join(found)
