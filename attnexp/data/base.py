@@ -8,11 +8,12 @@ from dataclasses import asdict
 
 import lightning as L
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Sampler
 
 from attnexp.compat.lightning import fit_position
 from attnexp.config import TaskConfig
 from attnexp.data.collate import Collator
+from attnexp.data.table import Table, whole_batch
 
 
 class EpochBatches(Sampler[list[int]]):
@@ -83,7 +84,7 @@ class EpochBatches(Sampler[list[int]]):
         if position is not None:  # a whole epoch done is the previous one, before Lightning resets its counter
             self.epoch, done = position[0], position[1] % len(self)
         for batch in self.batches()[done:]:
-            yield [(self.epoch, i) for i in batch]  # Items hands the epoch to the collator with each item
+            yield [(self.epoch, i) for i in batch]  # the Table draws a masked LM's masks from (epoch, rows)
 
     def __len__(self):
         rank, world = self._world()
@@ -91,21 +92,6 @@ class EpochBatches(Sampler[list[int]]):
         n = len(range(rank, len(self.lengths), world)) if sharded_examples else len(self.lengths)
         batches = -(-n // self.batch_size)
         return -(-batches // world) if world > 1 and self.shuffle else batches  # training: every world-th batch
-
-
-class Items(Dataset):
-    """A split's items, fetched by (epoch, index): the collator sees the epoch, so random masking is
-    a function of (seed, epoch, batch) alone, not of a generator's state (or of a worker's)."""
-
-    def __init__(self, items: list[dict]):
-        self.items = items
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __getitem__(self, key: tuple[int, int]) -> dict:
-        epoch, i = key
-        return {**self.items[i], "epoch": epoch}
 
 
 BATCHING = ("batch_size", "num_workers", "bucket", "pad_to_multiple_of")  # how examples are batched, not which
@@ -145,6 +131,7 @@ class TokenDataModule(L.LightningDataModule):
         super().__init__()
         self.cfg, self.task, self.causal, self.seed = cfg, task, causal, seed  # seed: the run's, for the batch order
         self.splits: dict[str, list[dict]] = {}
+        self._tables: dict[tuple[str, bool], Table] = {}
         self.num_classes: int | None = None
         self._class_names: list[str] | None = None  # a subclass's names for its classes, where it has them
 
@@ -164,13 +151,21 @@ class TokenDataModule(L.LightningDataModule):
                         self.task.mask_prob, seed=self.seed, per_epoch=per_epoch,
                         pad_multiple=self.cfg.pad_to_multiple_of or 1, max_len=self.cfg.max_len)
 
+    def table(self, split: str, per_epoch: bool) -> Table:
+        """The split as tensors (attnexp.data.table), built once per split and masking rule."""
+        key = (split, per_epoch)
+        if key not in self._tables:
+            self._tables[key] = Table.from_items(self.splits[split], self.collator(per_epoch))
+        return self._tables[key]
+
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
-        items, cfg = self.splits[split], self.cfg
-        sampler = EpochBatches([len(it["input_ids"]) for it in items], cfg.batch_size, shuffle, self.seed,
+        table, cfg = self.table(split, per_epoch=shuffle), self.cfg
+        sampler = EpochBatches(table.lengths.tolist(), cfg.batch_size, shuffle, self.seed,
                                bucket=cfg.bucket, position_fn=self._position if shuffle else None)
         # A generator of its own: each new iterator draws a seed from it, which would otherwise come from
         # the global generator that dropout uses, and a resumed run would draw one number more or fewer.
-        return DataLoader(Items(items), batch_sampler=sampler, collate_fn=self.collator(per_epoch=shuffle),
+        # Batches are tensor slices (Table.__getitems__); pinned on a GPU so Lightning's copy is non_blocking.
+        return DataLoader(table, batch_sampler=sampler, collate_fn=whole_batch,
                           num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0,
                           pin_memory=torch.cuda.is_available(), generator=torch.Generator().manual_seed(self.seed))
 

@@ -64,10 +64,13 @@ class Collator:
         return batch
 
     def mask_tokens(self, ids, pad_mask, items):
+        epoch = items[0].get("epoch", 0) if self.per_epoch else 0
+        return self.masks(ids, pad_mask, epoch, tuple(it["idx"] for it in items))
+
+    def masks(self, ids, pad_mask, epoch: int, rows: tuple[int, ...]):
         """BERT's recipe: pick mask_prob of the real word tokens (at least one per sequence);
         of those 80% -> [MASK], 10% -> a random word, 10% unchanged. Labels only at picks."""
-        epoch = items[0].get("epoch", 0) if self.per_epoch else 0
-        key = hash((self.seed, epoch, tuple(it["idx"] for it in items)))  # ints and tuples hash alike in every process
+        key = hash((self.seed, epoch, rows))  # ints and tuples hash alike in every process
         g = torch.Generator().manual_seed(key % 2**63)
         candidate = pad_mask & (ids >= self.first_word_id)
         u = torch.rand(ids.shape, generator=g)
