@@ -88,7 +88,7 @@ class NewsgroupsDataConfig(DataConfig):
         check(not (self.remove or self.source == "sklearn") or importlib.util.find_spec("sklearn") is not None,
               f"data.{'remove' if self.remove else 'source=sklearn'} needs scikit-learn: pip install 'attnexp[newsgroups]'")
         check(0 < self.val_fraction < 1, f"data.val_fraction={self.val_fraction} must be in (0, 1)")
-        check(self.tokenizer_model in ("wordpiece", "bpe"),
+        check(self.tokenizer_model in ("wordpiece", "bpe") or self.name == "text",
               f"data.tokenizer_model={self.tokenizer_model!r} is not one of: wordpiece, bpe")
         check(100 <= self.vocab_size <= MAX_VOCAB, f"data.vocab_size={self.vocab_size:,} must be in [100, {MAX_VOCAB:,}]")
         check(self.limit is None or self.limit >= 10,
@@ -96,6 +96,38 @@ class NewsgroupsDataConfig(DataConfig):
         if self.source == "local":
             check(Path(self.path).is_dir(), f"data.path={self.path!r}: no such folder; give a folder holding train.* and "
                                             f"test.* (.jsonl[.gz], .csv or .parquet with text and label columns)")
+
+
+@register
+@dataclass
+class TextDataConfig(NewsgroupsDataConfig):
+    """20 Newsgroups as one token stream for a language model, cut into windows of max_len tokens
+    (attnexp/data/text.py); seed: the val split, its subset and the repeats."""
+
+    name: str = "text"
+    tokenizer_model: str = "bytes"  # bytes (256 + 5 specials, nothing trained) | bpe | wordpiece (trained on train)
+    vocab_size: int = 1024  # bpe / wordpiece only
+    lowercase: bool = False
+    max_len: int = 128  # tokens per window
+    bucket: bool = False  # every window is max_len long
+    repeat_fraction: float = 0.0  # training windows ending in a repeat of an earlier span of the same window
+    max_eval_windows: int = 2048  # a seeded subset of the validation (and test) windows
+
+    def datamodule(self) -> type:
+        from attnexp.data.text import TextDataModule
+
+        return TextDataModule
+
+    def validate(self, task: TaskConfig) -> None:
+        check(self.tokenizer_model in ("bytes", "bpe", "wordpiece"),
+              f"data.tokenizer_model={self.tokenizer_model!r} is not one of: bytes, bpe, wordpiece")
+        check(0 <= self.repeat_fraction <= 1, f"data.repeat_fraction={self.repeat_fraction} must be in [0, 1]")
+        check(self.max_len >= 8, f"data.max_len={self.max_len}: a window of text needs at least 8 tokens")
+        check(1 <= self.max_eval_windows <= MAX_EXAMPLES,
+              f"data.max_eval_windows={self.max_eval_windows} must be in [1, {MAX_EXAMPLES:,}]")
+        check(task.name == "lm", "data=text is a language model's data (no labels); use task=lm, or data=newsgroups "
+                                 "to classify posts")
+        super().validate(task)
 
 
 SYNTHETIC_KINDS = ("copy", "reverse", "sort", "recall", "induction", "repeat")
