@@ -15,6 +15,14 @@ ratio to `bare` and to `plain`:
 - `lean`: `attnexp train maps.enabled=false logger=none trainer.enable_progress_bar=false`:
   Lightning, our module, torchmetrics, checkpointing and summary.json, nothing to look at.
 - `default`: `attnexp train` as the README runs it: progress bar, TensorBoard, map logging.
+- `nanogpt`: nanoGPT's own train.py loop, transcribed (`run_nanogpt`): its memmap `get_batch`, its
+  AdamW, compile, gradient accumulation and evaluation, around the same model and tokens (data=text).
+
+Beside nanoGPT's loop, at a GPT-2-shaped tiny model on 20 Newsgroups bytes (the figures of issue 54):
+
+    python scripts/bench/framework_overhead.py --repeats 8 --arms nanogpt,lean,default --tag _nanogpt_loop \
+        data=text attention=causal model.n_layers=4 model.d_model=128 model.n_heads=4 data.max_len=128 \
+        data.batch_size=16 data.limit=300 trainer.max_epochs=3
 
     python scripts/bench/framework_overhead.py --repeats 6
     python scripts/bench/framework_overhead.py --tag _small model=small   # overrides for every arm
@@ -51,7 +59,8 @@ ARMS = {"plain": [], "bare": [], "lean": ["maps.enabled=false", "logger=none", "
         "default": [],
         # the default with collation in two worker processes (persistent, pinned memory on a GPU): the H100's
         # profile had the GPU idle while the main thread collated the next batch
-        "workers": ["data.num_workers=2"]}
+        "workers": ["data.num_workers=2"],
+        "nanogpt": []}  # nanoGPT's train.py loop (run_nanogpt): needs data=text
 
 
 PROFILER = None  # a step_profile.StepProfiler in an arm's process run with --profile-out
@@ -250,6 +259,134 @@ def run_plain(overrides: list[str], out_dir: Path) -> dict:
             "device": _device(device), "final_val_loss": round(val_loss, 6)}
 
 
+def run_nanogpt(overrides: list[str], out_dir: Path) -> dict:
+    """nanoGPT's own training loop (karpathy/nanoGPT train.py, MIT licence, Copyright (c) 2022 Andrej
+    Karpathy), transcribed: `get_batch` draws random windows from a `np.memmap` of the training tokens
+    (recreated every batch, as there), pinned and copied non_blocking on a GPU; AdamW from its
+    `configure_optimizers` (weight decay on 2-D parameters only, fused on CUDA); `torch.compile` when
+    model.compile is set; its gradient accumulation with a GradScaler (enabled for float16 only);
+    warmup + cosine `get_lr`; `loss.item()` only at `log_interval`; `estimate_loss` and a checkpoint
+    at every `eval_interval`. The model is attnexp's Transformer (the same as every arm's), the tokens
+    those of attnexp's data=text written to train.bin / val.bin, so only the loop differs. An "epoch"
+    is as many iterations as the other arms' epoch has batches, with an evaluation of as many
+    batches as their validation, so fit time and the step clock compare alike."""
+    import inspect
+    import math
+    from contextlib import nullcontext
+
+    import numpy as np
+
+    from attnexp.model import lm_loss
+
+    run, dm, model, device = _setup(overrides, out_dir)
+    if not hasattr(dm, "windows"):
+        raise SystemExit("the nanogpt arm reads a token stream: give data=text (the other arms then read the same tokens)")
+    for split in ("train", "val"):  # nanoGPT's prepare.py output: uint16 token ids, one stream a split
+        dm.windows[split].flatten().numpy().astype(np.uint16).tofile(out_dir / f"{split}.bin")
+    block_size, batch_size = run.data.max_len, run.data.batch_size
+    device_type = device.type
+    gradient_accumulation_steps = run.trainer.accumulate_grad_batches or 1
+    iters_per_epoch = len(dm.train_dataloader()) // gradient_accumulation_steps
+    eval_iters, eval_interval, log_interval = len(dm.val_dataloader()), iters_per_epoch, run.trainer.log_every_n_steps
+    max_iters = run.trainer.max_epochs * iters_per_epoch
+    learning_rate, min_lr = run.optim.lr, run.optim.lr * run.optim.min_lr_ratio
+    warmup_iters, lr_decay_iters, grad_clip = run.optim.warmup_steps, max_iters, run.trainer.gradient_clip_val or 0.0
+    ptdtype = torch.bfloat16 if device_type == "cuda" else torch.float32
+    ctx = nullcontext() if device_type == "cpu" else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
+
+    def get_batch(split):
+        data = np.memmap(out_dir / f"{split}.bin", dtype=np.uint16, mode="r")
+        ix = torch.randint(len(data) - block_size, (batch_size,))
+        x = torch.stack([torch.from_numpy((data[i:i + block_size]).astype(np.int64)) for i in ix])
+        y = torch.stack([torch.from_numpy((data[i + 1:i + 1 + block_size]).astype(np.int64)) for i in ix])
+        if device_type == "cuda":
+            x, y = x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
+        else:
+            x, y = x.to(device), y.to(device)
+        return x, y
+
+    def configure_optimizers(weight_decay, learning_rate, betas, device_type):
+        param_dict = {pn: p for pn, p in model.named_parameters() if p.requires_grad}
+        decay_params = [p for n, p in param_dict.items() if p.dim() >= 2]
+        nodecay_params = [p for n, p in param_dict.items() if p.dim() < 2]
+        optim_groups = [{"params": decay_params, "weight_decay": weight_decay},
+                        {"params": nodecay_params, "weight_decay": 0.0}]
+        fused_available = "fused" in inspect.signature(torch.optim.AdamW).parameters
+        use_fused = fused_available and device_type == "cuda"
+        extra_args = dict(fused=True) if use_fused else dict()
+        return torch.optim.AdamW(optim_groups, lr=learning_rate, betas=betas, **extra_args)
+
+    def get_lr(it):
+        if it < warmup_iters:
+            return learning_rate * (it + 1) / (warmup_iters + 1)
+        if it > lr_decay_iters:
+            return min_lr
+        decay_ratio = (it - warmup_iters) / (lr_decay_iters - warmup_iters)
+        coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio))
+        return min_lr + coeff * (learning_rate - min_lr)
+
+    def forward(X, Y):  # nanoGPT's model(X, Y) -> (logits, loss)
+        logits = model(X).logits
+        return logits, lm_loss(logits, Y)
+
+    @torch.no_grad()
+    def estimate_loss():
+        out = {}
+        model.eval()
+        for split in ["val"]:  # nanoGPT estimates train and val; the other arms validate on val only
+            losses = torch.zeros(eval_iters)
+            for k in range(eval_iters):
+                X, Y = get_batch(split)
+                with ctx:
+                    logits, loss = forward(X, Y)
+                losses[k] = loss.item()
+            out[split] = losses.mean()
+        model.train()
+        return out
+
+    scaler = torch.amp.GradScaler(device_type, enabled=ptdtype == torch.float16)
+    optimizer = configure_optimizers(run.optim.weight_decay, learning_rate, tuple(run.optim.betas), device_type)
+    if run.model.compile:
+        model = torch.compile(model)
+    clock = StepClock()
+    X, Y = get_batch("train")
+    iter_num, best_val_loss, val_loss = 0, 1e9, float("nan")
+    t_start = time.perf_counter()
+    while True:
+        if iter_num % iters_per_epoch == 0:
+            clock.epoch()
+        clock.tick()
+        lr = get_lr(iter_num)
+        for param_group in optimizer.param_groups:
+            param_group["lr"] = lr
+        for _micro_step in range(gradient_accumulation_steps):
+            with ctx:
+                logits, loss = forward(X, Y)
+                loss = loss / gradient_accumulation_steps
+            X, Y = get_batch("train")
+            scaler.scale(loss).backward()
+        if grad_clip != 0.0:
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        if iter_num % log_interval == 0:
+            lossf = loss.item() * gradient_accumulation_steps  # noqa: F841 - nanoGPT prints it
+        iter_num += 1
+        if iter_num % eval_interval == 0:  # nanoGPT evaluates before the step; at an epoch's end here, as the others
+            val_loss = float(estimate_loss()["val"])
+            if val_loss < best_val_loss:
+                best_val_loss = val_loss
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "iter_num": iter_num,
+                            "best_val_loss": best_val_loss}, out_dir / "ckpt.pt")
+        if iter_num >= max_iters:
+            break
+    fit_s = time.perf_counter() - t_start
+    return {"fit_s": round(fit_s, 2), "step_ms": clock.step_ms(), "steps": iter_num, "device": _device(device),
+            "final_val_loss": round(val_loss, 6)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=3)
@@ -314,7 +451,7 @@ def run_arm(args) -> None:
 
         PROFILER = StepProfiler(Path(args.profile_out))
     out_dir = Path(tempfile.mkdtemp(prefix=f"overhead-{args.arm}-"))
-    fn = {"plain": run_plain, "bare": run_bare}.get(args.arm, run_attnexp)
+    fn = {"plain": run_plain, "bare": run_bare, "nanogpt": run_nanogpt}.get(args.arm, run_attnexp)
     result = fn([*ARMS[args.arm], *args.overrides], out_dir)
     if PROFILER is not None:
         PROFILER.close()
