@@ -28,6 +28,8 @@ ROLES = ("induction", "previous", "next", "self", "first", "separator", "punctua
 THRESHOLDS = {"induction": ("induction", 0.4), "previous": ("prev_token", 0.5), "next": ("next_token", 0.5),
               "self": ("self", 0.5), "first": ("to_first", 0.5), "separator": ("separator", 0.5),
               "punctuation": ("punctuation", 0.5), "local": ("local", 0.7), "broad": ("broadness", 0.9)}
+# how a role is said in a sentence ("a first-token head"), where its one-word name would not read
+SAID = {"previous": "previous-token", "next": "next-token", "first": "first-token", "self": "self-attending"}
 SCORES = ("prev_token", "next_token", "self", "to_first", "separator", "punctuation", "local", "broadness")
 
 

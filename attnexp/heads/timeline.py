@@ -286,8 +286,11 @@ class Formation(_Dated):
     after: float
 
     def line(self) -> str:
-        article = "an" if self.role[:1] in "aeiou" else "a"
-        return (f"L{self.layer} H{self.head} became {article} {self.role} head at step {self.step} "
+        from attnexp.heads.roles import SAID
+
+        role = SAID.get(self.role, self.role)
+        article = "an" if role[:1] in "aeiou" else "a"
+        return (f"L{self.layer} H{self.head} became {article} {role} head at step {self.step} "
                 f"({self.interval[0]}-{self.interval[1]}; {self.quantity} {self.before:.2f} -> {self.after:.2f})")
 
 
@@ -368,9 +371,15 @@ def formations(t: Timeline, penalty: float | None = None) -> list[Formation]:
     return sorted(first.values(), key=lambda f: (f.step, f.layer, f.head))
 
 
-def changes(t: Timeline, penalty: float | None = None, min_share: float = 0.25) -> list[Change]:
+MIN_CHANGE_NATS = 0.3  # a run-level change smaller than this is drift (a 1-layer control wiggles by 0.05-0.2)
+
+
+def changes(t: Timeline, penalty: float | None = None, min_share: float = 0.25,
+            min_nats: float = MIN_CHANGE_NATS) -> list[Change]:
     """The abrupt changes of the run-level curves (loss, probe_loss, icl) whose size is at least
-    `min_share` of the curve's whole range: the loss's plateau ending, the in-context score's drop."""
+    `min_share` of the curve's whole range and at least `min_nats` (all three curves are in nats): the
+    loss's plateau ending, the in-context score's drop. The absolute gate keeps a flat curve's wiggles
+    out: a share of a small range is small (the 1-layer controls reported 2-5 changes of 0.05-0.2 nats)."""
     steps, out = t.steps, []
     for name in ("loss", "probe_loss", "icl"):
         x = t.scalar(name)
@@ -381,6 +390,6 @@ def changes(t: Timeline, penalty: float | None = None, min_share: float = 0.25) 
         span = float(np.ptp(xs)) or 1.0
         segs = _segments(xs, breakpoints(xs, penalty))
         for (_, _, before), (k, _, after) in zip(segs[:-1], segs[1:]):
-            if abs(after - before) >= min_share * span:
+            if abs(after - before) >= max(min_share * span, min_nats):
                 out.append(Change(name, int(ss[k]), (int(ss[k - 1]), int(ss[k])), before, after))
     return out

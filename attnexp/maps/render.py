@@ -251,6 +251,7 @@ def roles(roles_LH: np.ndarray, scores: dict[str, np.ndarray], title: str) -> Im
 
 
 TIMELINE_SHOWN = ("prev_token", "induction", "to_first")  # the role scores a timeline picture shows, where present
+MIN_CURVE_SPAN = 1.0  # nats: the least vertical range of the loss and in-context panels
 
 
 def timeline(t, formations: list, changes: list, title: str) -> Image.Image:
@@ -280,7 +281,13 @@ def timeline(t, formations: list, changes: list, title: str) -> Image.Image:
         y += 14
         img.paste(Image.fromarray(colours(v, False)).resize((N * col, LH * row), Image.NEAREST), (left, y))
         for layer in range(t.layers):
-            d.text((left - 4, y + layer * t.heads * row + t.heads * row / 2), f"L{layer}", fill=INK, font=small, anchor="rm")
+            if row >= 10:  # room for a label a head
+                for head in range(t.heads):
+                    d.text((left - 4, y + (layer * t.heads + head + 0.5) * row), f"L{layer} H{head}", fill=INK,
+                           font=_font(9), anchor="rm")
+            else:
+                d.text((left - 4, y + layer * t.heads * row + t.heads * row / 2), f"L{layer}", fill=INK, font=small,
+                       anchor="rm")
         for f in formations:
             if f.quantity == name and f.step in steps:
                 k = int(np.searchsorted(steps, f.step))
@@ -296,7 +303,9 @@ def timeline(t, formations: list, changes: list, title: str) -> Image.Image:
         ok = np.isfinite(x)
         if ok.sum() >= 2:
             lo, hi = float(np.nanmin(x)), float(np.nanmax(x))
-            span = (hi - lo) or 1.0
+            if hi - lo < MIN_CURVE_SPAN:  # a flat curve drawn flat: its own small range would make a wiggle a fall
+                lo, hi = (lo + hi - MIN_CURVE_SPAN) / 2, (lo + hi + MIN_CURVE_SPAN) / 2
+            span = hi - lo
             pts = [(left + (k + 0.5) * col, y + curve_h - 4 - (x[k] - lo) / span * (curve_h - 8)) for k in np.flatnonzero(ok)]
             d.line(pts, fill=(31, 119, 180), width=2)
             d.text((left - 4, y + 4), f"{hi:.2f}", fill=GREY, font=small, anchor="rt")

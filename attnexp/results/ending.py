@@ -84,7 +84,10 @@ def heads_line(s: dict, root: Path) -> str | None:
     if not isinstance(t, dict):
         return None
     formed = [f for f in t.get("formations") or [] if isinstance(f, dict)]
-    said = [f"L{f.get('layer')} H{f.get('head')} {f.get('role')} at step {f.get('step')}" for f in formed[:3]]
+    from attnexp.heads.roles import SAID
+
+    said = [f"L{f.get('layer')} H{f.get('head')} {SAID.get(str(f.get('role')), f.get('role'))} head at step {f.get('step')}"
+            for f in formed[:3]]
     if len(formed) > 3:
         said.append(f"{len(formed) - 3} more")
     if said:

@@ -70,6 +70,19 @@ def record_early_failure(run: Run, e: BaseException) -> None:
         pass
 
 
+def check_val_interval(run, dm) -> None:
+    """Lightning refuses a validation every N batches with N past an epoch's batches (a traceback,
+    after the run folder was made): said here in one line, with the epoch's size (e.g. a preset on
+    data.limit= posts)."""
+    every = run.trainer.extra.get("val_check_interval")
+    if not isinstance(every, int) or isinstance(every, bool):
+        return
+    n, limit = len(dm.train_dataloader()), run.trainer.limit_train_batches
+    n = n if limit is None else min(n, limit) if isinstance(limit, int) else int(n * limit)
+    check(every <= n, f"trainer.val_check_interval={every} is more batches than an epoch has ({n}); lower it, or "
+                      f"validate once an epoch with trainer.val_check_interval=1.0")
+
+
 def prepare(run: Run):
     """Seed, threads, the data set up, the module built (pretrained weights loaded, a resumed run's
     checkpoint checked against it): (datamodule, module, resume path)."""
@@ -96,6 +109,7 @@ def prepare(run: Run):
     if run.task.name == "classify":
         check(dm.num_classes, f"data={run.data.name} has no labels for task=classify")
     check(len(dm.splits["train"]) > 0, f"data={run.data.name} has no training examples; nothing to train on")
+    check_val_interval(run, dm)
     module = AttnexpModule.from_configs(run.model, run.attention, run.task, run.optim, dm.vocab_size, dm.num_classes)
     module.data_identity = dm.identity()
     if run.model.init and ckpt is None:  # a resumed run takes every weight from its checkpoint instead

@@ -312,9 +312,10 @@ class AttentionMaps(L.Callback):
         two readings."""
         return render.timeline(t, list(formed), list(moved), self.dir.parent.name) if len(t.readings) >= 2 else None
 
-    def finish_timeline(self) -> None:
+    def finish_timeline(self, trainer=None) -> None:
         """At the end: the change points (heads.timeline), said in the log, kept for summary.json and
-        the viewer, and maps/timeline.png."""
+        the viewer, and maps/timeline.png; to the loggers, that picture (formations outlined) at the
+        last step and the curve of each head that formed (only those: a few tags, not one a head)."""
         t = self._writer.timeline()
         if len(t.readings) < 2:
             return
@@ -336,12 +337,34 @@ class AttentionMaps(L.Callback):
         from attnexp.maps.html import timeline_data
 
         self._timeline_view = timeline_data(t, formed, render.TIMELINE_SHOWN)
-        self._drawer.submit(lambda: render.write_png(self.timeline_picture(t, formed, moved), self.dir / layout.TIMELINE_PICTURE))
+        if trainer is not None and formed and self.cfg.images_to_logger:
+            self.log_formed_curves(trainer, t, formed)
+        last = int(t.steps[-1])
+
+        def draw():
+            img = self.timeline_picture(t, formed, moved)
+            render.write_png(img, self.dir / layout.TIMELINE_PICTURE)
+            return img, render.to_png(img)
+
+        logged = (lambda drawn: log_image(trainer.loggers, "heads_timeline", *drawn, last)) \
+            if trainer is not None and self.cfg.images_to_logger else None
+        self._drawer.submit(draw, logged)
+
+    @staticmethod
+    def log_formed_curves(trainer, t: tl.Timeline, formed: list) -> None:
+        """`timeline/L{l}H{h}/{score}` at every reading, for each head that formed and the score it formed by."""
+        for f in {(f.layer, f.head, f.quantity): f for f in formed}.values():
+            curve = t.curve(f.quantity)[:, f.layer, f.head]
+            key = f"timeline/L{f.layer}H{f.head}/{f.quantity}"
+            for lg in trainer.loggers:
+                for step, value in zip(t.steps, curve):
+                    if step and np.isfinite(value):
+                        lg.log_metrics({key: float(value)}, step=int(step))
 
     @rank_zero_only
     def finish(self, trainer):
         if self._writer is not None:
-            self.finish_timeline()
+            self.finish_timeline(trainer)
         self._drawer.submit(self._write_gifs)
         if self.cfg.html and self.viewer is not None and self.viewer.epochs:
             self.viewer.write(self.dir / layout.VIEWER, str(Path(trainer.default_root_dir).name), self.cfg.scale, *self.shape,

@@ -133,6 +133,22 @@ def test_change_points_are_found_where_they_were_planted(tmp_path, at):
     assert c.step == steps[at] and c.before > 3 and c.after < 1
 
 
+def test_a_flat_curves_wiggles_are_not_change_points(tmp_path):
+    """A 1-layer control's loss: flat but for steps of 0.1-0.2 nats (a quarter of its own small range
+    and more). Gated by the range alone, each step was reported as a change; the absolute gate
+    (MIN_CHANGE_NATS) reports none, and a real 0.5-nat fall beside them is still found."""
+    pytest.importorskip("ruptures", reason="change points need ruptures: pip install 'attnexp[timeline]'")
+    steps = np.array(tl.schedule(2000, 64))
+    n = len(steps)
+    rng = np.random.default_rng(2)
+    wiggle = 4.0 + np.where(np.arange(n) % 30 < 15, 0.0, 0.15) + 0.01 * rng.standard_normal(n)
+    assert tl.changes(planted(tmp_path, steps, {}, loss=wiggle), min_nats=0.0)  # the old gate saw changes
+    assert tl.changes(planted(tmp_path, steps, {}, loss=wiggle)) == []
+    fall = wiggle - np.where(np.arange(n) >= 40, 0.5, 0.0)
+    (c,) = tl.changes(planted(tmp_path, steps, {}, loss=fall))
+    assert c.step == steps[40] and c.before - c.after > 0.45
+
+
 def test_only_curves_that_could_form_a_role_are_searched_for_change_points(tmp_path, monkeypatch):
     """A run's end searched every head x role curve with PELT (75 searches, 2 s of a 15 s toy run);
     one that never reaches the role's threshold, or never moves by MIN_RISE, cannot hold a formation,
@@ -199,7 +215,8 @@ def test_formations_reach_the_end_of_run_block_and_compare(tmp_path, capsys):
     runs = [summary(f"{v}{seed}", seed, v, steps) for v, base in (("rotary", 400), ("alibi", 250))
             for seed, steps in enumerate([[base], [base + 40], []])]
     block = end_of_run(runs[0])
-    assert "  heads    formed: L0 H2 previous at step 40, L1 H0 induction at step 400 · 60 readings · maps/timeline.png" in block
+    assert ("  heads    formed: L0 H2 previous-token head at step 40, L1 H0 induction head at step 400 · 60 readings · "
+            "maps/timeline.png") in block
     assert compare_cli([str(tmp_path)]) == 0  # runs that differ only in seed: grouped, and each run below
     out = capsys.readouterr().out
     assert "heads formed" in out and "previous 40 · induction 400" in out

@@ -99,6 +99,7 @@ def test_a_run_draws_its_pictures_on_the_worker_and_writes_and_logs_them_all(tmp
         assert Image.open(maps / "evolution_ex1.gif").n_frames == 3 and (maps / "timeline.png").is_file()
         assert (maps / "epoch001_ex1.png").is_file() and (maps / "epoch001_roles.png").is_file()
         ev = EventAccumulator(str(out / "tensorboard"), size_guidance={"images": 0}).Reload()
-        assert [len(ev.Images(t)) for t in ("attention_maps/example1", "head_roles", "heads_timeline")] == [3, 3, 2]
+        # the timeline once an epoch, then once more at the end with its formations (issue 53)
+        assert [len(ev.Images(t)) for t in ("attention_maps/example1", "head_roles", "heads_timeline")] == [3, 3, 3]
     bg, fg = (np.asarray(Image.open(tmp_path / d / "maps" / "epoch001_ex0.png")) for d in ("bg", "fg"))
     assert np.array_equal(bg, fg)  # the same picture wherever it was drawn

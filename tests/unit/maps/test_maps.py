@@ -261,3 +261,41 @@ def test_a_full_disk_leaves_no_half_viewer(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         write_viewer(tmp_path / "viewer.html", [(0, w)], [["[BOS]", "a", "b", "c", "[EOS]"]], 64, title="t")
     assert not (tmp_path / "viewer.html").exists() and not list(tmp_path.iterdir())
+
+
+def test_the_dashboard_gets_the_formations_and_the_curves_of_the_heads_that_formed(tmp_path):
+    """Issue 53: TensorBoard had, per reading, only the in-context score and counts of heads per role,
+    and a heads_timeline image without outlines. Now, at the end, the picture with the formations
+    outlined at the last step, and one curve for each head that formed (by the score it formed by);
+    no other per-head tags."""
+    pytest.importorskip("tensorboard")
+    pytest.importorskip("ruptures", reason="change points need ruptures: pip install 'attnexp[timeline]'")
+    from pathlib import Path
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from attnexp.api import train
+    from helpers.runs import run_of
+
+    data = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "20newsgroups"
+    if not data.is_dir():
+        pytest.skip(f"the shared 20 Newsgroups copy is absent ({data})")
+    s = train(run_of(["experiment=induction_text", f"data.path={data}", "data.limit=200", "trainer.max_steps=120",
+                      "maps.every_n_steps=10", "trainer.val_check_interval=60", "logger=tensorboard", "test=false",
+                      f"paths.cache_dir={tmp_path}"],
+                     tmp_path))
+    formed = s["attention_maps"]["timeline"]["formations"]
+    assert formed, "the preset's first 120 steps form local heads (L1 at step ~50)"
+    ev = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"images": 0, "scalars": 0}).Reload()
+    curves = {t for t in ev.Tags()["scalars"] if t.startswith("timeline/L")}
+    assert curves == {f"timeline/L{f['layer']}H{f['head']}/{f['quantity']}" for f in formed}
+    readings = s["attention_maps"]["timeline"]["readings"]
+    assert all(len(ev.Scalars(t)) == readings - 1 for t in curves)  # every reading but step 0
+    last = ev.Images("heads_timeline")[-1]
+    assert last.step == s["attention_maps"]["timeline"]["steps"][1]
+    from io import BytesIO
+
+    from PIL import Image
+
+    img = np.asarray(Image.open(BytesIO(last.encoded_image_string)).convert("RGB"))
+    assert ((img == (214, 39, 40)).all(-1)).sum() > 20  # the red outlines of the formations
