@@ -254,6 +254,37 @@ def test_the_viewer_draws_the_timeline_and_a_strangers_names_stay_text(tmp_path)
     assert not injected(dom)
 
 
+def test_the_viewers_strip_labels_each_head_and_shades_an_epoch_only_when_it_is_not_all(tmp_path):
+    """Issue 53: the strip's rows were labelled by layer only, and a one-epoch run's shown-epoch shading
+    covered the whole strip. Now each head's row is labelled (L1 H0) where there is room, a one-epoch
+    run's strip is not shaded (the reading of the maps is outlined), and of a 2-epoch run the shown
+    epoch's readings only are shaded; what was drawn is said in the canvas's aria-label."""
+    import re
+
+    from attnexp.maps.html import Viewer, timeline_data
+    from helpers.browser import CHROMIUM, dump_dom
+
+    if CHROMIUM is None:
+        pytest.skip("needs Debian's chromium (apt-get install chromium); .ci/run installs it")
+    steps = np.array(tl.schedule(400, 30))
+    t = planted(tmp_path, steps, {(1, 0): np.where(np.arange(len(steps)) >= 20, 0.7, 0.05)})
+    w = np.full((2, 1, 2, 3, 3), 1 / 3, dtype=np.float32)
+    labels = {}
+    for epochs in (1, 2):
+        for k, r in enumerate(t.readings):
+            r.epoch = 0 if epochs == 1 or k < len(steps) // 2 else 1
+        v = Viewer([["a", "b", "c"]], 64)
+        for e in range(-1, epochs):
+            v.add(e, w)
+        page = tmp_path / f"viewer{epochs}.html"
+        v.write(page, "t", layers=2, heads=2, timeline=timeline_data(t, tl.formations(t), ("induction", "prev_token")))
+        labels[epochs] = re.search(r'aria-label="(heads timeline[^"]*)"', dump_dom(page)).group(1)
+    assert "rows L0 H0 to L1 H1, one a head" in labels[1]
+    assert "the shown epoch: every reading (not shaded)" in labels[1] and f"its maps at step {steps[-1]}" in labels[1]
+    shaded = int(re.search(r"(\d+) readings shaded", labels[2]).group(1))
+    assert shaded == sum(1 for r in t.readings if r.epoch == 1)
+
+
 def test_a_light_readings_one_transfer_gives_the_same_numbers(tmp_path):
     """Issue 54: a timeline reading took its maps, token loss, induction pair and step loss from the
     device in four copies; probe.light_reading takes them in one. Every number is the same as the
