@@ -40,7 +40,7 @@ def default_cache_dir() -> str:
 @contextmanager
 def whole(path: Path | str) -> Iterator[Path]:
     """Write a file whole or not at all: yields a temporary path beside `path` (`.<name>.<pid>.tmp`,
-    the name training.build.remove_orphans clears after a kill) that replaces `path` once the block
+    the name training.checkpointing.remove_orphans clears after a kill) that replaces `path` once the block
     completes and is removed if anything in it fails (a full disk once left 0-byte pictures, GIFs
     and records behind). Every file attnexp writes in place goes through it."""
     path = Path(path)

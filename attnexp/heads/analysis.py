@@ -66,7 +66,7 @@ def induction_input(first_id: int, first_word_id: int, vocab_size: int, max_len:
 
 def read_heads(model, probe: Probe, w: np.ndarray, pad_id: int, cfg: MapsConfig, ctx: Context,
                start: np.ndarray | None = None, pair_maps: np.ndarray | None = None) -> Analysis:
-    """One reading of the heads of `model` on `probe`, whose maps are `w` (L, B, H, T, T): every
+    """The analysis of the heads of `model` on `probe`, whose maps are `w` (L, B, H, T, T): every
     declared per-head quantity (heads.quantities: the maps' own statistics, drift from `start`
     where given, the pattern and induction scores, importance) by name as (layers, heads) in
     `.scores`, with roles, layer importance, rollout / flow and relevance. The snapshot saves it,

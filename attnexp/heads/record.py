@@ -1,4 +1,4 @@
-"""One reading of the heads (heads.analysis.read_heads fills it; maps.snapshot saves and reads it;
+"""One analysis of the heads (heads.analysis.read_heads fills it; maps.snapshot saves and reads it;
 the viewer, the callback, `attnexp maps` and the notebook take it whole): torch-free, so a reader of
 snapshots (the report) loads no torch."""
 

@@ -254,6 +254,17 @@ TIMELINE_SHOWN = ("prev_token", "induction", "to_first")  # the role scores a ti
 MIN_CURVE_SPAN = 1.0  # nats: the least vertical range of the loss and in-context panels
 
 
+def _row_labels(d, layers: int, heads: int, left: int, y: int, row: int) -> None:
+    """A label a head (L1 H0) where rows have room, else a label a layer."""
+    for layer in range(layers):
+        if row >= 10:
+            for head in range(heads):
+                d.text((left - 4, y + (layer * heads + head + 0.5) * row), f"L{layer} H{head}", fill=INK, font=_font(9),
+                       anchor="rm")
+        else:
+            d.text((left - 4, y + layer * heads * row + heads * row / 2), f"L{layer}", fill=INK, font=_font(10), anchor="rm")
+
+
 def timeline(t, formations: list, changes: list, title: str) -> Image.Image:
     """The heads over training (heads.timeline): for each role score, a strip with a row per head
     (L0H0 .. down) and a column per reading (readings are log-spaced by default, so columns are
@@ -280,14 +291,7 @@ def timeline(t, formations: list, changes: list, title: str) -> Image.Image:
         d.text((8, y + 2), name.replace("_", " "), fill=INK, font=small)
         y += 14
         img.paste(Image.fromarray(colours(v, False)).resize((N * col, LH * row), Image.NEAREST), (left, y))
-        for layer in range(t.layers):
-            if row >= 10:  # room for a label a head
-                for head in range(t.heads):
-                    d.text((left - 4, y + (layer * t.heads + head + 0.5) * row), f"L{layer} H{head}", fill=INK,
-                           font=_font(9), anchor="rm")
-            else:
-                d.text((left - 4, y + layer * t.heads * row + t.heads * row / 2), f"L{layer}", fill=INK, font=small,
-                       anchor="rm")
+        _row_labels(d, t.layers, t.heads, left, y, row)
         for f in formations:
             if f.quantity == name and f.step in steps:
                 k = int(np.searchsorted(steps, f.step))

@@ -141,8 +141,8 @@ def opened(path: Path | str, max_weights: int = MAX_WEIGHTS_BYTES):
 
 @dataclass
 class Snapshot:
-    """One snapshot read back: the reading of the heads it holds (`analysis`, as heads.analysis.read_heads
-    returned it: every per-head quantity by name in its `scores`, also `per_head`; roles, layer
+    """One snapshot read back: the analysis of the heads it holds (`analysis`, as heads.analysis.read_heads
+    returned it: every per-head quantity by name in its `scores`; roles, layer
     importance, rollout / flow, relevance, what was skipped), and, when asked for, the weights
     (L, B, H, T, T)."""
 
@@ -151,11 +151,6 @@ class Snapshot:
     weights: np.ndarray | None = None
     epoch: int | None = None
     step: int | None = None
-
-    @property
-    def per_head(self) -> dict[str, np.ndarray]:
-        """Every per-head quantity it holds, name -> (L, H): the reading's `scores`."""
-        return self.analysis.scores
 
 
 def read(path: Path | str, weights: bool = False, max_weights: int = MAX_WEIGHTS_BYTES) -> Snapshot:

@@ -130,7 +130,7 @@ def per_head_figure(t: Table) -> str:
         vals: dict[str, list] = {}
         for i in idx:
             snap = _last_snapshot(t.runs[i][1])
-            for name, a in quantities.shown("report", snap.per_head if snap else {}).items():
+            for name, a in quantities.shown("report", snap.analysis.scores if snap else {}).items():
                 vals.setdefault(name, []).extend(a.ravel().tolist())
         per_group.append((st, vals))
     shown = [(n, label) for n, label in quantities.labels("report").items() if any(n in v for _, v in per_group)]
@@ -155,7 +155,7 @@ def per_head_figure(t: Table) -> str:
 def _last_analysis(run: dict) -> tuple[np.ndarray | None, np.ndarray | None]:
     """(importance (L, H) or None, roles (L, H) or None) of a run's last snapshot."""
     snap = _last_snapshot(run, said=True)  # per_head_figure said what it left out
-    return (None, None) if snap is None else (snap.per_head.get("importance"), snap.analysis.roles)
+    return (None, None) if snap is None else (snap.analysis.scores.get("importance"), snap.analysis.roles)
 
 
 def importance_and_roles(t: Table) -> str:

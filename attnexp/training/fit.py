@@ -24,7 +24,7 @@ from attnexp.data.base import identity_mismatch
 from attnexp.model import checkpoints
 from attnexp.results import summary
 from attnexp.results.summary import Status
-from attnexp.training import build
+from attnexp.training import build, checkpointing, threads
 from attnexp.training.loggers import finish, links, log_final_hparams
 from attnexp.training.module import AttnexpModule
 from attnexp.training.recorder import RunRecorder
@@ -38,7 +38,7 @@ def train(run: Run, callbacks: Sequence[L.Callback] = ()) -> dict | None:
     None on the other ranks of a distributed run. `callbacks`: Lightning callbacks of the caller's,
     added to those the config builds."""
     run.out_dir.mkdir(parents=True, exist_ok=True)
-    build.remove_orphans(run.out_dir)
+    checkpointing.remove_orphans(run.out_dir)
     threads_before = torch.get_num_threads()  # `threads=` is this run's: the next job of a sweep starts from the default
     with StopSignals() as stops, QuietDiskFullThreads():
         try:
@@ -93,8 +93,8 @@ def prepare(run: Run):
         print(resolved, end="", flush=True)
     L.seed_everything(run.seed, workers=True, verbose=False)
     torch.set_float32_matmul_precision("high")
-    cores = build.CoreSample()  # threads=null: the free cores, read over the data set-up below, not in a wait of their own
-    if given := build.given_threads(run):
+    cores = threads.CoreSample()  # threads=null: the free cores, read over the data set-up below, not in a wait of their own
+    if given := threads.given_threads(run):
         torch.set_num_threads(given)
     resume = build.resume_path(run)
     ckpt = checkpoints.load(resume, "resume") if resume else None
@@ -104,7 +104,7 @@ def prepare(run: Run):
         checkpoints.check_resumable(ckpt, "resume", resume)
     dm = build_datamodule(run.data, run.task, causal=run.attention.causal, run_dir=str(run.out_dir), seed=run.seed)
     dm.setup("fit")
-    if not given and (free := build.free_threads(cores)):
+    if not given and (free := threads.free_threads(cores)):
         torch.set_num_threads(free)
     if run.task.name == "classify":
         check(dm.num_classes, f"data={run.data.name} has no labels for task=classify")

@@ -156,7 +156,7 @@ class AttentionMaps(L.Callback):
         if self._writer is not None:
             self._append_reading(trainer, pl_module, 0, w, token_loss, None)
         self.dir.mkdir(parents=True, exist_ok=True)
-        a = self.reading(trainer, pl_module, w)
+        a = self.analyse(trainer, pl_module, w)
         # step 0: each dashboard's image slider starts where the viewer does
         self._snapshot(trainer, snapshot.START, w, a, "start (before training)", step=0, log_step=0)
 
@@ -239,7 +239,7 @@ class AttentionMaps(L.Callback):
         if trainer.is_global_zero:  # one probe pass, on rank 0 (the other ranks hold the same weights)
             w = attention_maps(pl_module.model, self.probe, trainer.datamodule.pad_id)
             log.info("attention maps of epoch %d: %d examples", trainer.current_epoch, len(self.probe.ids))
-            a = self.reading(trainer, pl_module, w)
+            a = self.analyse(trainer, pl_module, w)
             scalars = {**quantities.flat(a.scores, per_head=self.cfg.head_scalars), **a.scalars()}
             if "alignment" in a.scores:
                 scores = a.scores["alignment"]
@@ -271,7 +271,7 @@ class AttentionMaps(L.Callback):
             self._ctx = context_of(pl_module.model, self.probe, dm.first_word_id, loss_of)
         return self._ctx
 
-    def reading(self, trainer, pl_module, w: np.ndarray) -> Analysis:
+    def analyse(self, trainer, pl_module, w: np.ndarray) -> Analysis:
         """The heads' reading (heads.analysis.read_heads), drift measured from the maps before training."""
         return read_heads(pl_module.model, self.probe, w, trainer.datamodule.pad_id, self.cfg,
                           self.context(trainer, pl_module), self._start if w is not self._start else None)

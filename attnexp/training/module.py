@@ -15,7 +15,6 @@ from attnexp.config.data import IGNORE
 from attnexp.model import Transformer, lm_loss
 from attnexp.training.stops import Diverged
 
-STAGES = ("train", "val", "test")
 MAX_SKIPS_IN_A_ROW = 10  # optim.nonfinite=skip gives up (status diverged) after this many bad batches in a row
 
 

@@ -259,7 +259,7 @@ def run_plain(overrides: list[str], out_dir: Path) -> dict:
             "device": _device(device), "final_val_loss": round(val_loss, 6)}
 
 
-def run_nanogpt(overrides: list[str], out_dir: Path) -> dict:
+class NanoGPTLoop:
     """nanoGPT's own training loop (karpathy/nanoGPT train.py, MIT licence, Copyright (c) 2022 Andrej
     Karpathy), transcribed: `get_batch` draws random windows from a `np.memmap` of the training tokens
     (recreated every batch, as there), pinned and copied non_blocking on a GPU; AdamW from its
@@ -270,43 +270,49 @@ def run_nanogpt(overrides: list[str], out_dir: Path) -> dict:
     those of attnexp's data=text written to train.bin / val.bin, so only the loop differs. An "epoch"
     is as many iterations as the other arms' epoch has batches, with an evaluation of as many
     batches as their validation, so fit time and the step clock compare alike."""
-    import inspect
-    import math
-    from contextlib import nullcontext
 
-    import numpy as np
+    def __init__(self, overrides: list[str], out_dir: Path):
+        from contextlib import nullcontext
 
-    from attnexp.model import lm_loss
+        import numpy as np
 
-    run, dm, model, device = _setup(overrides, out_dir)
-    if not hasattr(dm, "windows"):
-        raise SystemExit("the nanogpt arm reads a token stream: give data=text (the other arms then read the same tokens)")
-    for split in ("train", "val"):  # nanoGPT's prepare.py output: uint16 token ids, one stream a split
-        dm.windows[split].flatten().numpy().astype(np.uint16).tofile(out_dir / f"{split}.bin")
-    block_size, batch_size = run.data.max_len, run.data.batch_size
-    device_type = device.type
-    gradient_accumulation_steps = run.trainer.accumulate_grad_batches or 1
-    iters_per_epoch = len(dm.train_dataloader()) // gradient_accumulation_steps
-    eval_iters, eval_interval, log_interval = len(dm.val_dataloader()), iters_per_epoch, run.trainer.log_every_n_steps
-    max_iters = run.trainer.max_epochs * iters_per_epoch
-    learning_rate, min_lr = run.optim.lr, run.optim.lr * run.optim.min_lr_ratio
-    warmup_iters, lr_decay_iters, grad_clip = run.optim.warmup_steps, max_iters, run.trainer.gradient_clip_val or 0.0
-    ptdtype = torch.bfloat16 if device_type == "cuda" else torch.float32
-    ctx = nullcontext() if device_type == "cpu" else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
+        run, dm, self.model, self.device = _setup(overrides, out_dir)
+        if not hasattr(dm, "windows"):
+            raise SystemExit("the nanogpt arm reads a token stream: give data=text (the other arms read the same tokens)")
+        for split in ("train", "val"):  # nanoGPT's prepare.py output: uint16 token ids, one stream a split
+            dm.windows[split].flatten().numpy().astype(np.uint16).tofile(out_dir / f"{split}.bin")
+        self.out_dir, self.run = out_dir, run
+        self.block_size, self.batch_size, self.device_type = run.data.max_len, run.data.batch_size, self.device.type
+        self.gradient_accumulation_steps = run.trainer.accumulate_grad_batches or 1
+        self.iters_per_epoch = len(dm.train_dataloader()) // self.gradient_accumulation_steps
+        self.eval_iters, self.eval_interval = len(dm.val_dataloader()), self.iters_per_epoch
+        self.log_interval = run.trainer.log_every_n_steps or 50
+        self.max_iters = run.trainer.max_epochs * self.iters_per_epoch
+        self.learning_rate, self.min_lr = run.optim.lr, run.optim.lr * run.optim.min_lr_ratio
+        self.warmup_iters, self.lr_decay_iters = run.optim.warmup_steps, self.max_iters
+        self.grad_clip = run.trainer.gradient_clip_val or 0.0
+        self.ptdtype = torch.bfloat16 if self.device_type == "cuda" else torch.float32
+        self.ctx = nullcontext() if self.device_type == "cpu" else \
+            torch.amp.autocast(device_type=self.device_type, dtype=self.ptdtype)
 
-    def get_batch(split):
-        data = np.memmap(out_dir / f"{split}.bin", dtype=np.uint16, mode="r")
-        ix = torch.randint(len(data) - block_size, (batch_size,))
+    def get_batch(self, split):
+        import numpy as np
+
+        data = np.memmap(self.out_dir / f"{split}.bin", dtype=np.uint16, mode="r")
+        block_size = self.block_size
+        ix = torch.randint(len(data) - block_size, (self.batch_size,))
         x = torch.stack([torch.from_numpy((data[i:i + block_size]).astype(np.int64)) for i in ix])
         y = torch.stack([torch.from_numpy((data[i + 1:i + 1 + block_size]).astype(np.int64)) for i in ix])
-        if device_type == "cuda":
-            x, y = x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
+        if self.device_type == "cuda":
+            x, y = x.pin_memory().to(self.device, non_blocking=True), y.pin_memory().to(self.device, non_blocking=True)
         else:
-            x, y = x.to(device), y.to(device)
+            x, y = x.to(self.device), y.to(self.device)
         return x, y
 
-    def configure_optimizers(weight_decay, learning_rate, betas, device_type):
-        param_dict = {pn: p for pn, p in model.named_parameters() if p.requires_grad}
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
+        import inspect
+
+        param_dict = {pn: p for pn, p in self.model.named_parameters() if p.requires_grad}
         decay_params = [p for n, p in param_dict.items() if p.dim() >= 2]
         nodecay_params = [p for n, p in param_dict.items() if p.dim() < 2]
         optim_groups = [{"params": decay_params, "weight_decay": weight_decay},
@@ -316,75 +322,85 @@ def run_nanogpt(overrides: list[str], out_dir: Path) -> dict:
         extra_args = dict(fused=True) if use_fused else dict()
         return torch.optim.AdamW(optim_groups, lr=learning_rate, betas=betas, **extra_args)
 
-    def get_lr(it):
-        if it < warmup_iters:
-            return learning_rate * (it + 1) / (warmup_iters + 1)
-        if it > lr_decay_iters:
-            return min_lr
-        decay_ratio = (it - warmup_iters) / (lr_decay_iters - warmup_iters)
-        coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio))
-        return min_lr + coeff * (learning_rate - min_lr)
+    def get_lr(self, it):
+        import math
 
-    def forward(X, Y):  # nanoGPT's model(X, Y) -> (logits, loss)
-        logits = model(X).logits
+        if it < self.warmup_iters:
+            return self.learning_rate * (it + 1) / (self.warmup_iters + 1)
+        if it > self.lr_decay_iters:
+            return self.min_lr
+        decay_ratio = (it - self.warmup_iters) / (self.lr_decay_iters - self.warmup_iters)
+        coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio))
+        return self.min_lr + coeff * (self.learning_rate - self.min_lr)
+
+    def forward(self, X, Y):  # nanoGPT's model(X, Y) -> (logits, loss)
+        from attnexp.model import lm_loss
+
+        logits = self.model(X).logits
         return logits, lm_loss(logits, Y)
 
     @torch.no_grad()
-    def estimate_loss():
+    def estimate_loss(self):
         out = {}
-        model.eval()
+        self.model.eval()
         for split in ["val"]:  # nanoGPT estimates train and val; the other arms validate on val only
-            losses = torch.zeros(eval_iters)
-            for k in range(eval_iters):
-                X, Y = get_batch(split)
-                with ctx:
-                    logits, loss = forward(X, Y)
+            losses = torch.zeros(self.eval_iters)
+            for k in range(self.eval_iters):
+                X, Y = self.get_batch(split)
+                with self.ctx:
+                    logits, loss = self.forward(X, Y)
                 losses[k] = loss.item()
             out[split] = losses.mean()
-        model.train()
+        self.model.train()
         return out
 
-    scaler = torch.amp.GradScaler(device_type, enabled=ptdtype == torch.float16)
-    optimizer = configure_optimizers(run.optim.weight_decay, learning_rate, tuple(run.optim.betas), device_type)
-    if run.model.compile:
-        model = torch.compile(model)
-    clock = StepClock()
-    X, Y = get_batch("train")
-    iter_num, best_val_loss, val_loss = 0, 1e9, float("nan")
-    t_start = time.perf_counter()
-    while True:
-        if iter_num % iters_per_epoch == 0:
-            clock.epoch()
-        clock.tick()
-        lr = get_lr(iter_num)
-        for param_group in optimizer.param_groups:
-            param_group["lr"] = lr
-        for _micro_step in range(gradient_accumulation_steps):
-            with ctx:
-                logits, loss = forward(X, Y)
-                loss = loss / gradient_accumulation_steps
-            X, Y = get_batch("train")
-            scaler.scale(loss).backward()
-        if grad_clip != 0.0:
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
-        if iter_num % log_interval == 0:
-            lossf = loss.item() * gradient_accumulation_steps  # noqa: F841 - nanoGPT prints it
-        iter_num += 1
-        if iter_num % eval_interval == 0:  # nanoGPT evaluates before the step; at an epoch's end here, as the others
-            val_loss = float(estimate_loss()["val"])
-            if val_loss < best_val_loss:
-                best_val_loss = val_loss
-                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "iter_num": iter_num,
-                            "best_val_loss": best_val_loss}, out_dir / "ckpt.pt")
-        if iter_num >= max_iters:
-            break
-    fit_s = time.perf_counter() - t_start
-    return {"fit_s": round(fit_s, 2), "step_ms": clock.step_ms(), "steps": iter_num, "device": _device(device),
-            "final_val_loss": round(val_loss, 6)}
+    def train(self) -> dict:
+        run, model = self.run, self.model
+        scaler = torch.amp.GradScaler(self.device_type, enabled=self.ptdtype == torch.float16)
+        optimizer = self.configure_optimizers(run.optim.weight_decay, self.learning_rate, tuple(run.optim.betas),
+                                              self.device_type)
+        if run.model.compile:
+            model = self.model = torch.compile(model)
+        clock = StepClock()
+        X, Y = self.get_batch("train")
+        iter_num, best_val_loss, val_loss = 0, 1e9, float("nan")
+        t_start = time.perf_counter()
+        while True:
+            if iter_num % self.iters_per_epoch == 0:
+                clock.epoch()
+            clock.tick()
+            lr = self.get_lr(iter_num)
+            for param_group in optimizer.param_groups:
+                param_group["lr"] = lr
+            for _micro_step in range(self.gradient_accumulation_steps):
+                with self.ctx:
+                    logits, loss = self.forward(X, Y)
+                    loss = loss / self.gradient_accumulation_steps
+                X, Y = self.get_batch("train")
+                scaler.scale(loss).backward()
+            if self.grad_clip != 0.0:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), self.grad_clip)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+            if iter_num % self.log_interval == 0:
+                lossf = loss.item() * self.gradient_accumulation_steps  # noqa: F841 - nanoGPT prints it
+            iter_num += 1
+            if iter_num % self.eval_interval == 0:  # nanoGPT evaluates before a step; here at an epoch's end, as the others
+                val_loss = float(self.estimate_loss()["val"])
+                if val_loss < best_val_loss:
+                    best_val_loss = val_loss
+                    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "iter_num": iter_num,
+                                "best_val_loss": best_val_loss}, self.out_dir / "ckpt.pt")
+            if iter_num >= self.max_iters:
+                break
+        return {"fit_s": round(time.perf_counter() - t_start, 2), "step_ms": clock.step_ms(), "steps": iter_num,
+                "device": _device(self.device), "final_val_loss": round(val_loss, 6)}
+
+
+def run_nanogpt(overrides: list[str], out_dir: Path) -> dict:
+    return NanoGPTLoop(overrides, out_dir).train()
 
 
 def main() -> None:

@@ -84,7 +84,7 @@ def best_head_stats(run: Path, align: dict | None) -> dict:
     if not snaps:
         return {}
     out = {}
-    z = snapshot.read(snaps[-1]).per_head
+    z = snapshot.read(snaps[-1]).analysis.scores
     if align:
         layer, head = align["layer"], align["head"]
         out.update(entropy=float(z["entropy"][layer, head]), first_token=float(z["first_token"][layer, head]))

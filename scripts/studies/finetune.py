@@ -154,7 +154,7 @@ def drift_by_epoch(maps_dir: Path) -> dict[int, list[list[float]]]:
     """epoch -> (L, H) mean JS divergence of each head's maps from its start (pretrained) maps."""
     out = {}
     for path in snapshot.files(maps_dir):
-        stats = snapshot.read(path).per_head
+        stats = snapshot.read(path).analysis.scores
         if "drift" in stats:
             out[int(path.stem[len("epoch"):])] = stats["drift"].round(4).tolist()
     return out

@@ -54,7 +54,7 @@ def importance_rows(run: Path, acc: dict) -> tuple[list[int], list, list[dict]]:
 
     epochs, imps, rows = [], [], []
     for path in snapshot.files(run / "maps"):
-        st = snapshot.read(path).per_head
+        st = snapshot.read(path).analysis.scores
         e = int(path.stem[len("epoch"):])
         epochs.append(e)
         imps.append(st["importance"])

@@ -173,7 +173,7 @@ def test_a_kill_during_a_checkpoint_save_leaves_no_temporary_file(tmp_path):
 
 
 def test_orphaned_temporary_files_of_dead_processes_are_removed_when_a_run_starts(tmp_path):
-    from attnexp.training.build import remove_orphans
+    from attnexp.training.checkpointing import remove_orphans
 
     (tmp_path / "checkpoints").mkdir()
     dead = _dead_pid()

@@ -22,7 +22,7 @@ from attnexp.cli import main
 from attnexp.cli.compare import compare_cli
 from attnexp.config import ConfigError
 from attnexp.model import checkpoints
-from attnexp.training.build import AtomicCheckpointIO
+from attnexp.training.checkpointing import AtomicCheckpointIO
 from helpers.runs import REPO, run_of
 
 # masked-token LM with dropout: both random masks and dropout must resume exactly
