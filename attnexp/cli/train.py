@@ -9,7 +9,6 @@ import shlex
 import sys
 import time
 from contextlib import contextmanager, nullcontext
-from datetime import datetime
 from pathlib import Path
 
 from attnexp.cli.exits import EXIT, SWEEP_FAILED, exit_code
@@ -42,32 +41,34 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
     if problem:
         print(f"attnexp: config error: {problem}", file=sys.stderr)
         return EXIT[Status.CONFIG_ERROR]
-    flags = hydra_flags(argv)
-    multirun, overrides = bool(flags.multirun), list(flags.overrides)
-    composed: list = []  # the precheck's composition, from which the run's folder is read
-    if not (flags.help or flags.hydra_help or flags.shell_completion):  # --cfg, --info: checked as a run would be
-        try:
-            checked = with_config_dir(overrides, flags.config_dir)
-        except ConfigError as e:
-            print(f"attnexp: config error: {hide_password(str(e))}", file=sys.stderr)
-            return EXIT[Status.CONFIG_ERROR]
+    from attnexp.launch.plan import Plan
+
+    plan = Plan.of(argv)
+    flags, multirun, overrides = plan.flags, plan.multirun, plan.overrides
+    if flags.help or flags.hydra_help or flags.shell_completion:  # Hydra answers these itself
+        sys.argv = ["attnexp train", *flag_tokens(argv, overrides), *overrides]
+        hydra_task(overrides, multirun, started)()
+        return 0
+    try:  # --cfg, --info: checked as a run would be
+        checked = with_config_dir(overrides, flags.config_dir)
         from attnexp.results.folder import rank_zero
 
         # a DDP child of a study's job runs that job's overrides (hparams_search=optuna) without -m: not the user's command
-        problem = precheck(checked, multirun, training=not (flags.cfg or flags.info) and rank_zero(), composed=composed)
-        if problem:
-            print(f"attnexp: config error: {hide_password(problem)}", file=sys.stderr)
-            return EXIT[Status.CONFIG_ERROR]
-    if multirun and (flags.cfg or flags.info):  # Hydra's own answer was a ValueError traceback
-        print(f"attnexp: config error: {'--cfg' if flags.cfg else '--info'} shows one run's config, and Hydra takes it "
-              f"without -m: drop -m to see the first job's (or give each job's settings without commas)", file=sys.stderr)
+        problem = precheck(checked, multirun, training=not (flags.cfg or flags.info) and rank_zero(), plan=plan)
+        if not problem and multirun and (flags.cfg or flags.info):  # Hydra's own answer was a ValueError traceback
+            problem = (f"{'--cfg' if flags.cfg else '--info'} shows one run's config, and Hydra takes it without -m: "
+                       f"drop -m to see the first job's (or give each job's settings without commas)")
+        folder = None if problem else plan.folder  # the composed folder's interpolations resolved, or one line
+    except ConfigError as e:
+        problem = str(e)
+    if problem:
+        print(f"attnexp: config error: {hide_password(problem)}", file=sys.stderr)
         return EXIT[Status.CONFIG_ERROR]
-    folder, key = run_folder(overrides, multirun, composed[0] if composed else None)  # the writable check, the sweep's folder
-    problem = unwritable(folder, key)
+    problem = unwritable(folder, plan.folder_key)
     if problem:
         print(f"attnexp: {problem}", file=sys.stderr)
         return EXIT[Status.FAILED]
-    problem = folder_owned(overrides, multirun)
+    problem = folder_owned(plan)
     if problem:  # said before Hydra writes .hydra/ into a folder another run owns
         print(f"attnexp: {problem}", file=sys.stderr)
         return EXIT[Status.CONFIG_ERROR]
@@ -76,7 +77,7 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
     os.environ["ATTNEXP_SUBCOMMAND"] = "train"
     sweep_root = None
     if multirun:
-        argv, sweep_root = sweep_arguments(argv, overrides, folder, composed[0] if composed else None)
+        argv, sweep_root = sweep_arguments(argv, plan)
     sys.argv = ["attnexp train", *(argv if multirun else [*flag_tokens(argv, overrides), *overrides])]
     if multirun:
         from attnexp.launch.sweeps import adapt_submitit
@@ -107,60 +108,24 @@ def nothing_ran(root: Path) -> bool:
     return True
 
 
-def run_folder(overrides: list[str], multirun: bool, cfg=None) -> tuple[Path, str]:
-    """Where Hydra will make the run's (or the sweep's) folder, and the key that sets it: the part of
-    hydra.run.dir / hydra.sweep.dir before any interpolation, else the composed paths.log_dir /
-    paths.sweep_dir (the command line's, an experiment's or conf/paths/default.yaml's)."""
-    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
-    given = [o[len(key) + 1:] for o in overrides if o.startswith(key + "=")]
-    if given:
-        return Path(given[-1].split("${", 1)[0] or "."), key
-    from attnexp.launch.command_line import compose_checked
-
-    which = "sweep_dir" if multirun else "log_dir"
-    if cfg is not None:  # the precheck's composition (the command line's --config-dir included)
-        return Path(str(cfg.paths[which])), f"paths.{which}"
-    try:
-        cfg = compose_checked([o for o in overrides if "," not in o.partition("=")[2] or o.startswith("hydra")])
-        return Path(str(cfg.paths[which])), f"paths.{which}"
-    except Exception:  # noqa: BLE001 - a sweep whose fixed part does not compose alone: Hydra says so itself
-        from attnexp.config.paths import default_paths
-
-        said = [o.split("=", 1)[1] for o in overrides if o.lstrip("+").startswith(f"paths.{which}=")]
-        return Path(said[-1] if said else str(default_paths()[which])), f"paths.{which}"
-
-
-def folder_owned(overrides: list[str], multirun: bool) -> str | None:
+def folder_owned(plan) -> str | None:
     """A single run given a literal hydra.run.dir that a live run holds, or that holds an earlier
     run's checkpoints while this one does not resume: one line (attnexp.results.folder), else None."""
     from attnexp.results import folder
 
-    given = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.run.dir=")]
-    if multirun or not given or "${" in given[-1] or not folder.rank_zero():
+    if plan.multirun or not plan.literal or not folder.rank_zero():
         return None
-    resume = next((o.split("=", 1)[1] or None for o in reversed(overrides) if o.startswith("resume=")), None)
-    return folder.taken(Path(given[-1])) or folder.earlier_run(Path(given[-1]), resume)
+    return folder.taken(plan.folder) or folder.earlier_run(plan.folder, plan.resume)
 
 
-def hydra_flags(argv: list[str]):
-    """The command line as Hydra reads it (its own parser): flags such as -m, --cfg job, --info,
-    and the overrides, told apart (the `job` of `--cfg job` is not an override)."""
-    from attnexp.compat.hydra import args_parser
-
-    return args_parser().parse_intermixed_args(argv)  # flags and overrides in any order
-
-
-def sweep_arguments(argv: list[str], overrides: list[str], folder: Path, cfg=None) -> tuple[list[str], Path]:
-    """The multirun's command line with what its jobs need (attnexp.launch.sweeps), and its folder,
-    named here rather than by Hydra so this process knows it when the jobs ran elsewhere (submitit).
-    `folder`: run_folder's composed paths.sweep_dir (an experiment's or local/'s included), used when
-    no hydra.sweep.dir is given."""
+def sweep_arguments(argv: list[str], plan) -> tuple[list[str], Path]:
+    """The multirun's command line with what its jobs need (attnexp.launch.sweeps), and its folder
+    (plan.sweep_root), given to Hydra as hydra.sweep.dir unless the command line named it whole."""
     from attnexp.launch.sweeps import job_overrides
 
-    argv = [*flag_tokens(argv, overrides), *overrides, *job_overrides(overrides, cfg)]  # Hydra's parser: flags, then overrides
-    given = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.sweep.dir=")]
-    root = Path(given[0] if given else f"{folder}/{datetime.now():%Y-%m-%d/%H-%M-%S}").resolve()
-    return (argv if given else [*argv, f"hydra.sweep.dir={root}"]), root
+    root = plan.sweep_root
+    argv = [*flag_tokens(argv, plan.overrides), *plan.overrides, *job_overrides(plan)]  # Hydra's parser: flags, then overrides
+    return (argv if plan.literal else [*argv, f"hydra.sweep.dir={root}"]), root
 
 
 def flag_tokens(argv: list[str], overrides: list[str]) -> list[str]:

@@ -180,13 +180,13 @@ def compose_checked(overrides: list[str], out_dir: str = "unused"):
         raise ConfigError(" ".join(str(e).split("\n")[0].split())) from None
 
 
-def precheck(overrides: list[str], multirun: bool, training: bool = True, composed: list | None = None) -> str | None:
+def precheck(overrides: list[str], multirun: bool, training: bool = True, plan=None) -> str | None:
     """The first problem with the command line, in one line, or None. A single run is validated
     whole (a bad value leaves no run folder); a sweep has each job's config composed, since Hydra
     would stop the whole sweep at a job that does not compose (a job whose settings are merely
     impossible runs and records its config error, so the rest of the grid still trains).
-    `composed` (a list) receives the run's composed config (a sweep's: its fixed part's), so the
-    command line decides its folder from it instead of composing again."""
+    `plan` (attnexp.launch.plan.Plan) receives the run's composed config (a sweep's: its fixed part's)
+    and the number of jobs, so the command line decides from them instead of composing again."""
     from attnexp.launch.load import load_run
 
     if any(o.lstrip("+").split("=", 1)[0] == "paths.output_dir" for o in overrides):
@@ -196,8 +196,8 @@ def precheck(overrides: list[str], multirun: bool, training: bool = True, compos
     try:
         if not multirun:
             cfg = compose_checked(overrides)
-            if composed is not None:
-                composed.append(cfg)
+            if plan is not None:
+                plan.cfg = cfg
             load_run(cfg)
             if training and "attnexp_optuna_sweeper" in str(OmegaConf.select(cfg, "hydra.sweeper._target_") or ""):
                 return ("hparams_search=optuna searches over many runs: add -m (python -m attnexp train -m "
@@ -209,10 +209,10 @@ def precheck(overrides: list[str], multirun: bool, training: bool = True, compos
         fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
         # which sweeper runs is the composed config's answer (hparams_search=optuna sets it in a defaults list)
         cfg = compose_checked(fixed)
-        if composed is not None:
-            composed.append(cfg)
         basic = "BasicSweeper" in str(OmegaConf.select(cfg, "hydra.sweeper._target_") or "")
         jobs = sweep_jobs(overrides) if basic else [fixed]
+        if plan is not None:
+            plan.cfg, plan.jobs = cfg, len(jobs)
     except ConfigError as e:
         return str(e)
     except Exception as e:  # the sweep syntax itself

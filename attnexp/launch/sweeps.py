@@ -6,28 +6,16 @@ from __future__ import annotations
 
 import os
 
-from attnexp.config import split_override
-
-SWEEP_FUNCTIONS = ("range(", "choice(", "interval(", "glob(", "tag(")
-
-
-def is_sweep(override: str) -> bool:
-    """`key=a,b`, `key=range(..)`, `key=choice(..)`, `key=interval(..)`, `key=glob(..)`."""
-    key, _, value = override.partition("=")
-    return not key.startswith("hydra") and ("," in value and not value.lstrip().startswith("[") or
-                                            value.lstrip().startswith(SWEEP_FUNCTIONS))
-
-
-def swept_keys(overrides: list[str]) -> list[str]:
-    return [split_override(o)[0] for o in overrides if is_sweep(o)]
-
 
 def sweep_dirname_overrides(overrides: list[str]) -> list[str]:
     """Hydra names a job's folder after all its overrides (~170 characters with a few fixed
     ones); keep only the swept keys in it: `3_attention=alibi,seed=1`. The job reads the same
-    exclusion back to know which of its overrides the sweep varies (attnexp.launch.load)."""
-    keys = {split_override(o)[0] for o in overrides if "=" in o and not o.startswith("hydra")}
-    fixed = sorted(keys - set(swept_keys(overrides)))
+    exclusion back to know which of its overrides the sweep varies (attnexp.launch.load). Which
+    override sweeps is Hydra's parser's answer (a list value `[a,b]` does not, `choice(a,b)` does)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = [o for o in OverridesParser.create().parse_overrides(overrides) if not o.key_or_group.startswith("hydra")]
+    fixed = sorted({o.key_or_group for o in parsed} - {o.key_or_group for o in parsed if o.is_sweep_override()})
     return [f"hydra.job.config.override_dirname.exclude_keys=[{','.join(fixed)}]"] if fixed else []
 
 
@@ -41,31 +29,13 @@ def share(n_parallel: int | None) -> int:
     return max(1, cores() // max(1, n_parallel or 1))
 
 
-def parallel_jobs(overrides: list[str], cfg=None) -> int | None:
-    """How many jobs a launcher that runs them side by side on this machine (submitit_local) starts
-    at once: the sweep's jobs, or the Optuna sweeper's n_jobs. None for one at a time. `cfg`: the
-    sweep's fixed part as the command line's precheck composed it (else composed here)."""
-    from attnexp.launch.command_line import compose_checked, sweep_jobs
-
-    try:
-        jobs = sweep_jobs(overrides)
-        if cfg is None:
-            cfg = compose_checked([o for o in overrides if "," not in o.partition("=")[2] or o.startswith("hydra")])
-    except Exception:  # noqa: BLE001 - a sweep that does not compose is refused by the precheck
-        return None
-    if "LocalLauncher" not in str(cfg.hydra.launcher.get("_target_", "")):
-        return None
-    n_jobs = cfg.hydra.sweeper.get("n_jobs")
-    return int(n_jobs) if n_jobs else len(jobs)
-
-
-def job_overrides(overrides: list[str], cfg=None) -> list[str]:
+def job_overrides(plan) -> list[str]:
     """The overrides a multirun adds for its jobs: folder names, and for jobs side by side on this
-    machine their CPU share as the launcher's cpus_per_task (unless the user set it)."""
-    extra = sweep_dirname_overrides(overrides)
-    parallel = parallel_jobs(overrides, cfg)
-    if parallel and not any(o.startswith("hydra.launcher.cpus_per_task=") for o in overrides):
-        extra.append(f"hydra.launcher.cpus_per_task={share(parallel)}")
+    machine their CPU share as the launcher's cpus_per_task (unless the config sets one). `plan`:
+    attnexp.launch.plan.Plan, whose composed config says the launcher and how many jobs run at once."""
+    extra = sweep_dirname_overrides(plan.overrides)
+    if plan.parallel and not plan.cpus_given:
+        extra.append(f"hydra.launcher.cpus_per_task={share(plan.parallel)}")
     return extra
 
 

@@ -9,12 +9,10 @@ trainer.devices=1` trained one process without a word."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from attnexp.cli import main
-from attnexp.cli.train import hydra_flags, sweep_arguments
+from attnexp.cli.train import sweep_arguments
 from attnexp.compat.hydra import args_parser
 
 
@@ -27,9 +25,14 @@ def said(capsys, *args: str) -> tuple[int, str, str]:
 def test_a_sweeps_command_line_is_rebuilt_as_hydra_parses_it(tmp_path):
     argv = ["-m", "experiment=copy,sort", "--config-dir", str(tmp_path), "trainer.max_epochs=1", "--cfg", "job", "-p",
             "model", "seed=3"]
-    flags = hydra_flags(argv)
+    from attnexp.launch.command_line import precheck
+    from attnexp.launch.plan import Plan
+
+    plan = Plan.of(argv)
+    flags = plan.flags
     assert flags.overrides == ["experiment=copy,sort", "trainer.max_epochs=1", "seed=3"] and flags.config_dir == str(tmp_path)
-    rebuilt, root = sweep_arguments(argv, list(flags.overrides), Path("multirun"))
+    assert precheck(plan.overrides, True, plan=plan) is None
+    rebuilt, root = sweep_arguments(argv, plan)
     parsed = args_parser().parse_args(rebuilt)  # Hydra's own parse of sys.argv, not intermixed
     assert parsed.overrides[:3] == flags.overrides and f"hydra.sweep.dir={root}" in parsed.overrides
     assert (parsed.multirun, parsed.cfg, parsed.package, parsed.config_dir) == (True, "job", "model", str(tmp_path))

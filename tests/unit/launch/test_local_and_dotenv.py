@@ -74,21 +74,24 @@ def test_no_dotenv_changes_nothing(tmp_path, monkeypatch):
 
 
 def test_a_sweep_goes_under_the_experiments_sweep_dir(tmp_path, monkeypatch):
-    """The sweep's folder is named before Hydra runs (cli/train.py run_folder); before, it read
-    paths/default.yaml as text and put an experiment's sweep under multirun/ all the same."""
-    from attnexp.cli.train import run_folder
+    """The sweep's folder is named before Hydra runs (launch/plan.py, from the composed config); before,
+    it read paths/default.yaml as text and put an experiment's sweep under multirun/ all the same."""
+    from attnexp.launch.command_line import precheck
     from attnexp.launch.compose import with_config_dir
+    from attnexp.launch.plan import Plan
 
     def sweep_dir(overrides):  # what the sweep's folder is made under: train_cli passes it to sweep_arguments
-        return str(run_folder(overrides, multirun=True)[0])
+        plan = Plan.of(["-m", *overrides])
+        assert precheck(overrides, True, plan=plan) is None
+        return str(plan.folder)
 
     (tmp_path / "myconf" / "experiment").mkdir(parents=True)
     (tmp_path / "myconf" / "experiment" / "mine.yaml").write_text("# @package _global_\npaths:\n  sweep_dir: my_sweeps\n")
     monkeypatch.chdir(tmp_path)
     assert sweep_dir(with_config_dir(["experiment=mine", "seed=0,1"], "myconf")) == "my_sweeps"
     assert sweep_dir(["seed=0,1"]) == "multirun" and sweep_dir(["paths.sweep_dir=elsewhere", "seed=0,1"]) == "elsewhere"
-    # a command whose fixed part does not compose (Hydra then says why itself): the command line's folder still
-    assert sweep_dir(["paths.sweep_dir=there", "attention=nope", "seed=0,1"]) == "there"
+    # a command whose fixed part does not compose is one line before any folder is needed
+    assert "attention=nope is not an option" in precheck(["paths.sweep_dir=there", "attention=nope", "seed=0,1"], True)
 
 
 def test_a_local_file_written_as_the_docs_say_takes_effect(tmp_path, capsys, monkeypatch):

@@ -1,0 +1,106 @@
+"""The command line, read once before Hydra runs: Hydra's own parse of the flags and overrides, the
+config they compose (through the checked composition of attnexp.launch.command_line.precheck; a
+sweep's: its fixed part), and what follows from that config alone: the run's or sweep's folder,
+whether the user named it, the resume setting, the sweeper, how many jobs run side by side. Every
+decision the command line takes before Hydra reads this object, never the override strings (text
+stays text only where it is the subject: a resume command quoted back, an override echoed in an
+error). As lightning-hydra-template's train.py trusts the composed `cfg`, and torchtitan parses once
+and then builds.
+
+    python -m attnexp train attention=rotary
+      -> cli.train.train_cli: Plan(argv) -> precheck composes it once (plan.cfg) -> plan.folder checked
+      -> Hydra runs cli.train.job(cfg) -> launch.load.load_run(cfg) -> training.fit.train(run)
+      -> model.Transformer(...) builds attention.registry's "rotary" -> attention.variants.rotary.Rotary
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from omegaconf import OmegaConf, open_dict, read_write
+
+from attnexp.config import ConfigError
+
+
+@dataclass
+class Plan:
+    flags: object  # Hydra's parsed arguments (attnexp.compat.hydra.args_parser): multirun, cfg, overrides, ...
+    cfg: object | None = None  # the precheck's composition (a sweep's fixed part), Hydra's node included
+    jobs: int = 1  # the jobs a basic sweep launches (the precheck composed each)
+    started: str = field(default_factory=lambda: f"{datetime.now():%Y-%m-%d/%H-%M-%S}")
+
+    @classmethod
+    def of(cls, argv: list[str]) -> Plan:
+        from attnexp.compat.hydra import args_parser
+
+        return cls(args_parser().parse_intermixed_args(argv))  # flags and overrides in any order
+
+    @property
+    def overrides(self) -> list[str]:
+        return list(self.flags.overrides)
+
+    @property
+    def multirun(self) -> bool:
+        return bool(self.flags.multirun)
+
+    def _dir(self) -> tuple[str, str, bool]:
+        """(folder, the key that set it, literal): the composed hydra.run.dir (hydra.sweep.dir) up to its
+        first ${now:...}, resolved; literal when it has none (the run goes exactly there)."""
+        which = "sweep" if self.multirun else "run"
+        raw = str(OmegaConf.to_container(self.cfg.hydra[which], resolve=False)["dir"])
+        prefix, now, _ = raw.partition("${now:")
+        paths_key = "paths.sweep_dir" if self.multirun else "paths.log_dir"
+        key = paths_key if prefix.startswith("${" + paths_key + "}") else f"hydra.{which}.dir"
+        with read_write(self.cfg), open_dict(self.cfg):
+            self.cfg["_attnexp_folder_"] = prefix
+            try:
+                value = str(self.cfg["_attnexp_folder_"])
+            except Exception as e:  # noqa: BLE001 - an interpolation that does not resolve (omegaconf's errors)
+                raise ConfigError(f"{key}: {' '.join(str(e).split())}") from None
+            finally:
+                del self.cfg["_attnexp_folder_"]
+        return value, key, not now
+
+    @property
+    def folder(self) -> Path:
+        """Where Hydra makes the run's folder (a sweep: the folder its date/time folder goes in, or the
+        sweep's own when hydra.sweep.dir names it)."""
+        return Path(self._dir()[0] or ".")
+
+    @property
+    def folder_key(self) -> str:
+        return self._dir()[1]
+
+    @property
+    def literal(self) -> bool:
+        """Whether the folder is named whole (hydra.run.dir=DIR), not dated by Hydra."""
+        return self._dir()[2]
+
+    @property
+    def sweep_root(self) -> Path:
+        """The sweep's folder, named here rather than by Hydra so this process knows it when the jobs ran
+        elsewhere (submitit)."""
+        return (self.folder if self.literal else self.folder / self.started).resolve()
+
+    @property
+    def resume(self) -> str | None:
+        return OmegaConf.select(self.cfg, "resume", default=None) or None
+
+    @property
+    def sweeper(self) -> str:
+        return str(OmegaConf.select(self.cfg, "hydra.sweeper._target_") or "")
+
+    @property
+    def parallel(self) -> int | None:
+        """How many jobs a launcher that runs them side by side here (submitit_local) starts at once: the
+        Optuna sweeper's n_jobs, or the sweep's jobs; None for one at a time."""
+        if "LocalLauncher" not in str(OmegaConf.select(self.cfg, "hydra.launcher._target_") or ""):
+            return None
+        n_jobs = OmegaConf.select(self.cfg, "hydra.sweeper.n_jobs")
+        return int(n_jobs) if n_jobs else self.jobs
+
+    @property
+    def cpus_given(self) -> bool:
+        return OmegaConf.select(self.cfg, "hydra.launcher.cpus_per_task") is not None
