@@ -158,6 +158,16 @@ class TokenDataModule(L.LightningDataModule):
             self._tables[key] = Table.from_items(self.splits[split], self.collator(per_epoch))
         return self._tables[key]
 
+    def frequent_tokens(self, min_share: float = 1e-4) -> list[int]:
+        """The word tokens that make up at least `min_share` of the training tokens: what the heads'
+        induction probe draws its random tokens from (a byte-level model never saw most bytes)."""
+        t = self.table("train", per_epoch=True)
+        real = torch.arange(t.ids.shape[1])[None, :] < t.lengths[:, None]
+        counts = torch.bincount(t.ids[real], minlength=self.vocab_size)
+        keep = counts >= max(1.0, min_share * float(counts.sum()))
+        keep[: self.first_word_id] = False
+        return keep.nonzero().flatten().tolist()
+
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         table, cfg = self.table(split, per_epoch=shuffle), self.cfg
         sampler = EpochBatches(table.lengths.tolist(), cfg.batch_size, shuffle, self.seed,

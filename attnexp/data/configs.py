@@ -110,7 +110,7 @@ class TextDataConfig(NewsgroupsDataConfig):
     lowercase: bool = False
     max_len: int = 128  # tokens per window
     bucket: bool = False  # every window is max_len long
-    repeat_fraction: float = 0.0  # training windows ending in a repeat of an earlier span of the same window
+    repeat_fraction: float = 0.0  # training and validation windows ending in a repeat of an earlier span of the same window
     max_eval_windows: int = 2048  # a seeded subset of the validation (and test) windows
 
     def datamodule(self) -> type:

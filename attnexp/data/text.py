@@ -5,10 +5,11 @@ of `max_len` tokens, the examples (one tensor view, no copy; attnexp.data.table 
 Tokens: bytes (a byte-level vocabulary of 256 + the 5 specials, nothing to train) or a small BPE or
 WordPiece trained on the training posts (data.tokenizer_model, data.vocab_size). With
 `repeat_fraction` > 0 that fraction of the windows (seeded) end with a repeat of an earlier span of
-the same window, k tokens long, k drawn from [max_len/4, max_len/2] and the span from anywhere
-before it: text richer in repeats, so a small model meets what induction heads are for within a CPU
-run (Olsson et al.'s natural text gives the circuit a weak signal). Only training windows get
-repeats: validation and test stay plain text, so the in-context score and the loss are read there.
+the same window, k tokens long (k in [max_len/4, max_len/2]), the span drawn from anywhere before it:
+text richer in repeats, so a small model meets what induction heads are for within a CPU
+run (Olsson et al.'s natural text gives the circuit a weak signal). Training and validation windows
+get repeats (other draws), so the in-context score is read on held-out text of the kind trained on;
+the test split stays plain text.
 """
 
 from __future__ import annotations
@@ -39,7 +40,10 @@ def byte_tokenizer(lowercase: bool):
 
 
 def with_repeats(windows: torch.Tensor, fraction: float, seed: int) -> torch.Tensor:
-    """`windows` (N, T) with a seeded `fraction` of rows ending in a repeat of an earlier span of the row."""
+    """`windows` (N, T) with a seeded `fraction` of rows whose last k tokens (k in [T/4, T/2]) repeat an
+    earlier span of the row, drawn from anywhere before them: the distance varies, so no head looking a
+    fixed way back solves it, and a window may or may not end in a repeat, so only matching content
+    tells (a model that always copied at the end would lose on the others)."""
     if fraction <= 0:
         return windows
     out, rng = windows.clone(), random.Random(seed)
@@ -117,7 +121,8 @@ class TextDataModule(NewsgroupsDataModule):
             if split != "train" and windows.shape[0] > c.max_eval_windows:  # a seeded subset: evaluation stays quick
                 keep = torch.randperm(windows.shape[0], generator=torch.Generator().manual_seed(c.seed))[: c.max_eval_windows]
                 windows = windows[keep.sort().values]
-            self.windows[split] = with_repeats(windows, c.repeat_fraction, c.seed) if split == "train" else windows
+            seed = {"train": c.seed, "val": c.seed + 1}.get(split)
+            self.windows[split] = windows if seed is None else with_repeats(windows, c.repeat_fraction, seed)
         self.splits = {k: Rows(v) for k, v in self.windows.items()}
 
     def table(self, split: str, per_epoch: bool) -> Table:

@@ -36,17 +36,20 @@ class Context:
     type_ids: list[list[int]] | None = None
 
 
-def context_of(model, probe: Probe, first_word_id: int | None = None, loss_of=None) -> Context:
+def context_of(model, probe: Probe, first_word_id: int | None = None, loss_of=None,
+               pool: list[int] | None = None) -> Context:
     """The Context of `model` and its probe set, for the training callback and `attnexp maps` alike:
     the induction input where the model is causal and `first_word_id` says where ordinary tokens
     start, the probe's labels (validation examples; given texts have none), and `loss_of` where
-    there is a labelled batch to measure importance on (the callback's)."""
+    there is a labelled batch to measure importance on (the callback's). `pool`: the tokens the
+    induction input draws from (the training data's frequent ones, where the data is at hand)."""
     from attnexp import attention
 
     causal = model.causal
-    induction = (induction_input(probe.ids[0][0], first_word_id, model.tok_emb.num_embeddings, model.max_len,
-                                 probe.lengths) if causal and first_word_id is not None else None)
-    control = roles.induction_control(induction, first_word_id, model.tok_emb.num_embeddings) if induction else None
+    V = model.tok_emb.num_embeddings
+    induction = (induction_input(probe.ids[0][0], first_word_id, V, model.max_len, probe.lengths, pool=pool)
+                 if causal and first_word_id is not None else None)
+    control = roles.induction_control(induction, first_word_id, V, pool=pool) if induction else None
     return Context(causal=causal, rows=attention.get(model.attention_name).rows, induction_ids=induction,
                    induction_control_ids=control,
                    classify=model.head_kind == "classify", pooling=model.pooling, labels=probe.labels, loss_of=loss_of,
@@ -54,14 +57,14 @@ def context_of(model, probe: Probe, first_word_id: int | None = None, loss_of=No
 
 
 def induction_input(first_id: int, first_word_id: int, vocab_size: int, max_len: int, lengths: list[int] | None = None,
-                    n: int = 50) -> list[int] | None:
+                    n: int = 50, pool: list[int] | None = None) -> list[int] | None:
     """The repeated random sequence (roles.induction_probe) that fits the model: at most n distinct
     tokens, and no longer than the model's context or (given the probe's `lengths`) than the
     examples it sees, whose positions it was trained on. None when fewer than 4 tokens would repeat."""
-    n = min(n, (max_len - 1) // 2, vocab_size - first_word_id)
+    n = min(n, (max_len - 1) // 2, len(roles.token_pool(first_word_id, vocab_size, pool)))
     if lengths:
         n = min(n, (int(np.median(lengths)) - 1) // 2)
-    return roles.induction_probe(first_id, first_word_id, vocab_size, n) if n >= 4 else None
+    return roles.induction_probe(first_id, first_word_id, vocab_size, n, pool=pool) if n >= 4 else None
 
 
 def read_heads(model, probe: Probe, w: np.ndarray, pad_id: int, cfg: MapsConfig, ctx: Context,

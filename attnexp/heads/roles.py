@@ -61,14 +61,23 @@ def pattern_scores(w: np.ndarray, lengths, tokens: list[list[str]], causal: bool
             "local": _mean_over(real, (s * near).sum(-1)), "broadness": _mean_over(real, broad)}
 
 
-def induction_probe(start_id: int, first_word_id: int, vocab_size: int, n: int, seed: int = 0) -> list[int]:
+def token_pool(first_word_id: int, vocab_size: int, pool: list[int] | None = None) -> np.ndarray:
+    """The tokens a probe draws from: `pool` (the data's frequent tokens: a byte-level model never saw
+    most of its 256 bytes, and its induction head does not fire on them), else every word token."""
+    return np.asarray(sorted(pool), dtype=int) if pool else np.arange(first_word_id, vocab_size)
+
+
+def induction_probe(start_id: int, first_word_id: int, vocab_size: int, n: int, seed: int = 0,
+                    pool: list[int] | None = None) -> list[int]:
     """[start] r1..rn r1..rn: n distinct random tokens, repeated (Olsson et al.'s test input)."""
     rng = np.random.default_rng(seed)
-    r = rng.choice(np.arange(first_word_id, vocab_size), size=min(n, vocab_size - first_word_id), replace=False).tolist()
+    tokens = token_pool(first_word_id, vocab_size, pool)
+    r = rng.choice(tokens, size=min(n, len(tokens)), replace=False).tolist()
     return [start_id, *r, *r]
 
 
-def induction_control(ids: list[int], first_word_id: int, vocab_size: int, seed: int = 1) -> list[int]:
+def induction_control(ids: list[int], first_word_id: int, vocab_size: int, seed: int = 1,
+                      pool: list[int] | None = None) -> list[int]:
     """The control for `induction_probe`'s [start] r1..rn r1..rn: [start] r1..rn s1..sn with s fresh
     random tokens (none of the r's, none repeated), so no query's token occurs earlier and the key at
     the distance an induction head looks holds another token, as in the probe. A vocabulary without
@@ -78,9 +87,9 @@ def induction_control(ids: list[int], first_word_id: int, vocab_size: int, seed:
     0.8 and was called induction.)"""
     n = (len(ids) - 1) // 2
     first = [int(t) for t in ids[1:1 + n]]
-    pool = np.setdiff1d(np.arange(first_word_id, vocab_size), first)
-    if len(pool) >= n:
-        second = np.random.default_rng(seed).choice(pool, size=n, replace=False).tolist()
+    fresh = np.setdiff1d(token_pool(first_word_id, vocab_size, pool), first)
+    if len(fresh) >= n:
+        second = np.random.default_rng(seed).choice(fresh, size=n, replace=False).tolist()
     else:
         second = first[2:] + first[:2]
     return [ids[0], *first, *second]

@@ -268,7 +268,7 @@ class AttentionMaps(L.Callback):
 
                 def loss_of(head_mask_LH):
                     return pl_module.evaluate(batch, head_mask_LH)
-            self._ctx = context_of(pl_module.model, self.probe, dm.first_word_id, loss_of)
+            self._ctx = context_of(pl_module.model, self.probe, dm.first_word_id, loss_of, pool=dm.frequent_tokens())
         return self._ctx
 
     def analyse(self, trainer, pl_module, w: np.ndarray) -> Analysis:

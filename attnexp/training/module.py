@@ -165,7 +165,18 @@ class AttnexpModule(L.LightningModule):
             return None  # Lightning skips backward and the optimizer step
         self._skips_in_a_row = 0
         self._step_loss = loss
-        return loss
+        return self.global_batch_share(loss)
+
+    def global_batch_share(self, loss: torch.Tensor) -> torch.Tensor:
+        """Under DDP, this rank's mean loss weighted by its share of the global batch's targets (one
+        all-reduce of the target count a step): DDP averages the ranks' gradients, which is the global
+        batch's gradient only when every rank has as many targets; weighted so, it is on any data (a
+        rank's batch of short sentences no longer counts as much as one of long posts)."""
+        if self.trainer.world_size == 1:
+            return loss
+        count = self._step_count.float()
+        total = self.trainer.strategy.reduce(count.clone(), reduce_op="sum")
+        return loss * count * self.trainer.world_size / total.clamp_min(1)
 
     _step_count: torch.Tensor | None = None  # the targets the last model_step's loss averaged over
 

@@ -54,13 +54,16 @@ VARIANTS = {v: [f"attention={v}"] for v in ("rotary", "causal", "alibi", "differ
 VARIANTS["smeared 1-layer"] = ["attention=smeared", "model.n_layers=1"]
 
 
-def train(name: str, overrides: list[str], out: Path, steps: int, smoke: bool) -> dict:
-    """One run through the CLI (one thread): its folder, summary and timeline."""
-    size = ["data.n_train=256", "data.n_val=32", "data.n_test=32", "maps.every_n_steps=2"] if smoke else \
-        [f"data.n_train={steps * 32}"]
-    cmd = [sys.executable, "-m", "attnexp", "train", "experiment=induction_heads", *overrides, *size, "logger=none",
+def train(name: str, overrides: list[str], out: Path, steps: int, smoke: bool, preset: str = "induction_heads",
+          size: list[str] | None = None) -> dict:
+    """One run through the CLI (one thread): its folder, summary and timeline. `size`: the overrides that
+    set its length (default: the synthetic preset's training examples for `steps` batches of 32)."""
+    if size is None:
+        size = ["data.n_train=256", "data.n_val=32", "data.n_test=32", "maps.every_n_steps=2"] if smoke else \
+            [f"data.n_train={steps * 32}"]
+    cmd = [sys.executable, "-m", "attnexp", "train", f"experiment={preset}", *overrides, "logger=none",
            "trainer.enable_progress_bar=false", "threads=1", "test=false", "maps.animation=false",
-           "trainer.val_check_interval=1.0", f"hydra.run.dir={out}"]
+           "trainer.val_check_interval=1.0", *size, f"hydra.run.dir={out}"]
     t0 = time.time()
     r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     if r.returncode != 0:
@@ -70,24 +73,24 @@ def train(name: str, overrides: list[str], out: Path, steps: int, smoke: bool) -
             "wall_s": time.time() - t0}
 
 
-def window(t: tl.Timeline) -> tuple[int, int, float, float] | None:
+def window(t: tl.Timeline, least: float = 1.0) -> tuple[int, int, float, float] | None:
     """(first step, last step) of the in-context score's fall (10% .. 90% of it), the score before
     (median of the first 5 readings) and at the end (median of the last 5); None without a fall
-    of at least 1 nat."""
+    of at least `least` nats."""
     icl, steps = t.scalar("icl"), t.steps
     start, end = float(np.nanmedian(icl[:5])), float(np.nanmedian(icl[-5:]))
     fall = start - end
-    if not fall >= 1.0:
+    if not fall >= least:
         return None
     a = int(np.argmax(icl <= start - 0.1 * fall))
     b = int(np.argmax(icl <= start - 0.9 * fall))
     return int(steps[max(a - 1, 0)]), int(steps[b]), start, end
 
 
-def row(run: dict, arm: str, seed: int) -> dict:
+def row(run: dict, arm: str, seed: int, least: float = 1.0) -> dict:
     t = run["timeline"]
     formed = tl.formations(t)
-    w = window(t)
+    w = window(t, least)
     prev = [f for f in formed if f.role == "previous"]
     ind = [f for f in formed if f.role == "induction"]
     inside = (lambda f: w is not None and f.interval[1] >= w[0] and f.interval[0] <= w[1])  # noqa: E731
@@ -103,11 +106,12 @@ def row(run: dict, arm: str, seed: int) -> dict:
             "wall s": round(run["wall_s"], 1)}
 
 
-def run_all(jobs: list[tuple[str, list[str], int]], root: Path, steps: int, smoke: bool, workers: int) -> list[tuple]:
+def run_all(jobs: list[tuple[str, list[str], int]], root: Path, steps: int, smoke: bool, workers: int,
+            **kw) -> list[tuple]:
     def one(job):
         arm, ov, seed = job
         out = root / f"{re.sub(r'[^a-z0-9]+', '-', arm.lower()).strip('-')}-s{seed}"  # no comma: Hydra would sweep it
-        return job, train(f"{arm} seed {seed}", [*ov, f"seed={seed}"], out, steps, smoke)
+        return job, train(f"{arm} seed {seed}", [*ov, f"seed={seed}"], out, steps, smoke, **kw)
 
     with ThreadPoolExecutor(workers) as pool:
         return list(pool.map(one, jobs))

@@ -249,6 +249,54 @@ def test_ddp_on_two_cpu_processes_reduces_metrics_and_writes_once(tmp_path):
 
 
 @pytest.mark.slow
+def test_ddp_trains_the_one_process_model_on_variable_length_data(tmp_path):
+    """Issue 55: each rank's loss was the mean over its own targets and DDP averaged the ranks' gradients,
+    so on sentences of different lengths a rank with few targets counted as much as one with many: not
+    the global batch's gradient. Now each rank's loss is weighted by its share of the global batch's
+    targets (an all-reduce of the count). Replayed in one process on the same global batches (both ranks'
+    batches of each step, one mean over all their targets), the per-step loss and the final weights agree
+    within 1e-5."""
+    import torch
+
+    from attnexp.model import lm_loss
+    from attnexp.training.module import AttnexpModule, adamw_warmup_cosine
+
+    run_dir, out = tmp_path / "run", tmp_path / "batches"
+    ov = ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", "trainer.max_steps=8", "task=lm",
+          "attention=causal", "data.n_sentences=400", "data.batch_size=8", "logger=none", "maps.enabled=false",
+          "test=false", "trainer.log_every_n_steps=1", "optim.warmup_steps=2"]
+    probe = ["+callbacks.batches._target_=helpers.ddp_batches.BatchesPerRank", f"+callbacks.batches.out={out}",
+             "+callbacks.steps._target_=helpers.ddp_steps.StepsPerRank", f"+callbacks.steps.out={out}"]
+    r = cli(["train", *ov, *probe, f"hydra.run.dir={run_dir}"], tmp_path, env={"PYTHONPATH": str(REPO / "tests")})
+    assert r.returncode == 0, r.stderr[-3000:]
+    steps = [[json.loads(x) for x in (out / f"rank{k}.jsonl").read_text().splitlines()] for k in (0, 1)]
+    logged = [(a["loss"] * a["count"] + b["loss"] * b["count"]) / (a["count"] + b["count"]) for a, b in zip(*steps)]
+    ranks = [torch.load(out / f"rank{k}.pt", weights_only=False) for k in (0, 1)]
+    init = torch.load(out / "init.pt", weights_only=False)
+    counts = [[int((b["labels"] != -100).sum()) for b in rank] for rank in ranks]
+    assert any(a != b for a, b in zip(*counts))  # the ranks' targets differ: the check can fail
+    module = AttnexpModule.load_from_checkpoint(run_dir / "checkpoints" / "last.ckpt")
+    module.load_state_dict(init["state"])
+    module.train()
+    opt, sched = adamw_warmup_cosine(module.parameters(), module.ocfg, init["schedule_steps"], fused=True)
+    replayed = []
+    for b0, b1 in zip(*ranks):
+        total = sum(int((b["labels"] != -100).sum()) for b in (b0, b1))
+        loss = sum(lm_loss(module.model(b["input_ids"], b["pad_mask"] if b["padded"] else None).logits, b["labels"])
+                   * int((b["labels"] != -100).sum()) for b in (b0, b1)) / total
+        replayed.append(loss.item())
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
+        opt.step()
+        sched.step()
+    assert len(logged) == len(replayed) == 8 and max(abs(a - b) for a, b in zip(logged, replayed)) < 1e-5, (logged, replayed)
+    ddp = AttnexpModule.load_from_checkpoint(run_dir / "checkpoints" / "last.ckpt").state_dict()
+    worst = max((ddp[k] - v).abs().max().item() for k, v in module.state_dict().items() if v.is_floating_point())
+    assert worst < 1e-5, worst
+
+
+@pytest.mark.slow
 def test_submitit_local_runs_two_jobs_side_by_side(tmp_path):
     r = cli(["train", "-m", "hydra/launcher=local_parallel", "seed=0,1", *TINY], tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
