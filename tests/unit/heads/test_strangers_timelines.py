@@ -1,0 +1,96 @@
+"""Property-based (issue 52 item 6): generated damaged, truncated, nested, wrongly typed and oversized
+versions of a run's maps/timeline.jsonl, and of the maps callback's state in a checkpoint. For each:
+a reading or one line (TimelineError / ConfigError naming the file), never another exception, and the
+file unchanged by being read. Found by it: a line nested 100,000 deep was a RecursionError traceback
+(the timeline's lines were parsed with json.loads, not the one reading rule's loads)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from attnexp.heads import timeline as tl
+
+JUNK = st.recursive(st.none() | st.booleans() | st.integers(-10**30, 10**30) | st.floats() | st.text(max_size=20),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                    max_leaves=8)
+
+
+def good_lines() -> list[str]:
+    rng = np.random.default_rng(0)
+    readings = [tl.Reading(s, 0, {"induction": rng.random((2, 2)), "prev_token": rng.random((2, 2))}, 3.0 - s / 100,
+                           2.5, -0.1 * s) for s in (0, 5, 10, 20, 40)]
+    return [json.dumps({"attnexp_timeline": tl.FORMAT, "layers": 2, "heads": 2}), *(r.line() for r in readings)]
+
+
+DAMAGE = st.one_of(
+    st.tuples(st.just("cut"), st.integers(0, 2000)),
+    st.tuples(st.just("junk"), JUNK.map(json.dumps)),
+    st.tuples(st.just("nested"), st.integers(1_000, 100_000).map(lambda n: "[" * n + "]" * n)),
+    st.tuples(st.just("bytes"), st.binary(max_size=60).map(lambda b: b.decode("latin-1"))),
+    st.tuples(st.just("field"), st.sampled_from(["step", "epoch", "loss", "icl", "values"]).flatmap(
+        lambda k: JUNK.map(lambda v: (k, v)))),
+)
+
+
+def damaged(lines: list[str], how, where: int) -> str:
+    kind, what = how
+    lines = list(lines)
+    k = where % len(lines)
+    if kind == "cut":
+        return "\n".join(lines)[: what]
+    if kind in ("junk", "nested", "bytes"):
+        lines[k] = what
+    else:
+        key, value = what
+        d = json.loads(lines[max(k, 1)])
+        d[key] = value
+        lines[max(k, 1)] = json.dumps(d)
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(how=DAMAGE, where=st.integers(0, 10))
+def test_a_damaged_timeline_is_read_or_refused_in_one_line(tmp_path, how, where):
+    path = tmp_path / "timeline.jsonl"
+    path.write_text(damaged(good_lines(), how, where), encoding="utf-8", errors="surrogateescape")
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    for reader in (tl.read, lambda p: tl.salvage(p)[0]):
+        try:
+            t = reader(path)
+        except tl.TimelineError as e:
+            assert "\n" not in str(e) and str(path) in str(e)
+            continue
+        assert list(t.steps) == sorted(t.steps) and {int(s) for s in t.steps} <= {0, 5, 10, 20, 40}
+        for r in t.readings:
+            assert all(np.isfinite(v).all() and v.shape == (2, 2) for v in r.values.values())
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
+def test_an_oversized_timeline_is_refused_before_it_is_read(tmp_path):
+    path = tmp_path / "timeline.jsonl"
+    path.write_text("\n".join(good_lines()) + "\n")
+    with open(path, "r+b") as f:
+        f.truncate(tl.MAX_BYTES + 1)  # sparse: nothing is written, a reader that read it all would hold 256 MB
+    with pytest.raises(tl.TimelineError, match="timeline.jsonl"):
+        tl.read(path)
+
+
+@settings(max_examples=200, deadline=None)
+@given(state=JUNK | st.fixed_dictionaries({"epochs": JUNK, "timeline_step": JUNK, "last_alignment": JUNK}))
+def test_forged_maps_state_is_accepted_only_as_attnexp_writes_it(state):
+    from attnexp.config import ConfigError
+    from attnexp.training.maps_callback import check_state
+
+    try:
+        check_state(state)
+    except ConfigError as e:
+        assert "\n" not in str(e)
+        return
+    assert isinstance(state, dict) and isinstance(state["epochs"], list)
+    assert all(type(e) is int for e in state["epochs"])
