@@ -29,13 +29,11 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
     """Exit codes: cli/exits.py. A single run's code is its own; a sweep's is 0 when every job
     completed, else 1. A stop signal ends either with the signal's code and a line saying how to
     resume."""
-    from attnexp.config import ConfigError
-    from attnexp.launch.command_line import precheck
-    from attnexp.launch.compose import register_schemas, with_config_dir
+    from attnexp.config.secrets import take_passwords
+    from attnexp.launch.compose import register_schemas
 
     register_schemas()
     JOBS_STARTED.clear()
-    from attnexp.config.secrets import hide_password, take_passwords
 
     argv, problem = take_passwords([NULL_GROUPS.get(a, a) for a in argv])  # before Hydra writes any override down
     if problem:
@@ -49,6 +47,35 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
         sys.argv = ["attnexp train", *flag_tokens(argv, overrides), *overrides]
         hydra_task(overrides, multirun, started)()
         return 0
+    code = check_before_hydra(plan)
+    if code is not None:
+        return code
+    # Lightning re-runs this command line for each extra DDP process (sys.argv, which Hydra needs
+    # without the subcommand): this tells `python -m attnexp <overrides>` that it is a train.
+    os.environ["ATTNEXP_SUBCOMMAND"] = "train"
+    sweep_root = None
+    if multirun:
+        argv, sweep_root = sweep_arguments(argv, plan)
+    sys.argv = ["attnexp train", *(argv if multirun else [*flag_tokens(argv, overrides), *overrides])]
+    if multirun:
+        from attnexp.launch.sweeps import adapt_submitit
+
+        adapt_submitit()
+    hydra_task(overrides, multirun, started)()
+    if sweep_root and nothing_ran(sweep_root):
+        return 0  # an Optuna study that already had its trials: said so, with its best; no sweep folder
+    return finish_sweep(sweep_root, overrides) if sweep_root else 0
+
+
+def check_before_hydra(plan) -> int | None:
+    """The command line composed once and checked (launch/command_line.precheck fills `plan`), its folder
+    writable and not another run's: None, or the exit code after one line."""
+    from attnexp.config import ConfigError
+    from attnexp.config.secrets import hide_password
+    from attnexp.launch.command_line import precheck
+    from attnexp.launch.compose import with_config_dir
+
+    flags, multirun, overrides = plan.flags, plan.multirun, plan.overrides
     try:  # --cfg, --info: checked as a run would be
         checked = with_config_dir(overrides, flags.config_dir)
         from attnexp.results.folder import rank_zero
@@ -72,21 +99,7 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
     if problem:  # said before Hydra writes .hydra/ into a folder another run owns
         print(f"attnexp: {problem}", file=sys.stderr)
         return EXIT[Status.CONFIG_ERROR]
-    # Lightning re-runs this command line for each extra DDP process (sys.argv, which Hydra needs
-    # without the subcommand): this tells `python -m attnexp <overrides>` that it is a train.
-    os.environ["ATTNEXP_SUBCOMMAND"] = "train"
-    sweep_root = None
-    if multirun:
-        argv, sweep_root = sweep_arguments(argv, plan)
-    sys.argv = ["attnexp train", *(argv if multirun else [*flag_tokens(argv, overrides), *overrides])]
-    if multirun:
-        from attnexp.launch.sweeps import adapt_submitit
-
-        adapt_submitit()
-    hydra_task(overrides, multirun, started)()
-    if sweep_root and nothing_ran(sweep_root):
-        return 0  # an Optuna study that already had its trials: said so, with its best; no sweep folder
-    return finish_sweep(sweep_root, overrides) if sweep_root else 0
+    return None
 
 
 def nothing_ran(root: Path) -> bool:

@@ -112,7 +112,9 @@ GROUPS = {
     "model": ({"tiny": "d=64, 4 heads, 2 layers", "gpt2": "GPT-2 small's shape: d=768, 12 heads, 12 layers"},
               "sizes: `model.d_model`, `model.n_heads`, `model.n_layers`, `model.max_len`, `model.dropout`, `model.pos_emb`"),
     "data": ({}, "`toy`: the built-in corpus, or `data.corpus=path/to/text.txt` (one sentence per line); `newsgroups`: "
-                 "20 Newsgroups; `synthetic`: `data.kind=copy`, `reverse`, `sort`, `recall` or `induction`"),
+                 "20 Newsgroups; `text`: 20 Newsgroups as one token stream for a language model (bytes, or "
+                 "`data.tokenizer_model=bpe`; windows of `data.max_len`); `synthetic`: `data.kind=copy`, `reverse`, `sort`, "
+                 "`recall` or `induction`"),
     "task": ({}, "`lm`: next-token prediction when causal, masked-token when bidirectional (`task.objective=next` or "
                  "`masked` to choose); `classify`: pooled (`task.pooling=last`, `cls` or `mean`)"),
     "trainer": ({"default": "auto device", "ddp_sim": "2 CPU processes"},
@@ -126,7 +128,9 @@ GROUPS = {
     "experiment": ({"newsgroups_bert": "fine-tune a pretrained BERT-family encoder: `model.init=hf:...`",
                     "newsgroups_minilm": "fine-tune the shared all-MiniLM-L6-v2",
                     "induction_heads": "Olsson et al.'s setting: a 2-layer attention-only rotary model on repeated "
-                                       "random tokens, the heads read every 25 steps"},
+                                       "random tokens, the heads read every 25 steps",
+                    "induction_text": "the same model on 20 Newsgroups bytes, every window ending in a repeat of an "
+                                      "earlier span of itself"},
                    "presets that set several groups at once"),
     "hparams_search": ({}, "an Optuna study over lr, warmup, dropout and width (with `-m`)"),
     "local": ({}, "your machine's settings (data folders, `trainer.accelerator`, a tracking URI) in `local/default.yaml`, "

@@ -16,7 +16,12 @@
   6. newsgroups  scripts/studies/newsgroups.py: the preset and larger settings, raw and cleaned posts,
                  against TF-IDF + linear SVM (read from
                  scripts/results/newsgroups_baseline.json, which `--baseline-only` computes on the CPU)
-  7. finetune    scripts/studies/finetune.py --choose: a real pretrained encoder (--pretrained, default
+  7. nanogpt-loop  scripts/bench/framework_overhead.py --arms nanogpt,lean,default: nanoGPT's own train.py
+                 loop (transcribed) beside attnexp train at GPT-2 small on 20 Newsgroups bytes (T 1024,
+                 batch 8, bf16, compiled): tokens/s, host time a step, GPU busy share from the profiler
+  8. text-formation  scripts/studies/text_formation.py on plain text (data.repeat_fraction=0, T 128,
+                 20,000 steps a run): does a 2-layer model form induction heads on 20 Newsgroups alone
+  9. finetune    scripts/studies/finetune.py --choose: a real pretrained encoder (--pretrained, default
                  ../shared/models/all-MiniLM-L6-v2) fine-tuned on 20 Newsgroups at its full length (512
                  tokens), three learning rates, the best on validation tested once (raw and cleaned posts)
 
@@ -49,7 +54,11 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from common import markdown_table  # noqa: E402
 
-PARTS = ("cuda-tests", "kernels", "model", "overhead", "cross-entropy", "newsgroups", "finetune")
+PARTS = ("cuda-tests", "kernels", "model", "overhead", "cross-entropy", "newsgroups", "nanogpt-loop", "text-formation",
+         "finetune")
+# GPT-2 small on 20 Newsgroups bytes (data=text), for nanoGPT's own loop beside attnexp's
+GPT2_TEXT = ["model=gpt2", "attention=causal", "data=text", "data.max_len=1024", "data.batch_size=8", "model.compile=true",
+             "data.limit=2000", "trainer.max_epochs=2", "data.max_eval_windows=64"]
 # GPT-2-small-sized training on the synthetic copy task: ~1000-token sequences, the same batches for both arms
 GPT2 = ["model=gpt2", "data=synthetic", "data.length=498", "data.max_len=1000", "data.n_symbols=64", "data.n_train=512",
         "data.n_val=64", "data.batch_size=8", "trainer.max_epochs=2", "maps.enabled=false", "test=false"]
@@ -150,6 +159,14 @@ def commands(args, out: Path, pretrained: Path) -> dict[str, list[tuple[str, lis
                                               *(tiny if s else NEWSGROUPS[tag])],
                         180 if s else 60 * n_settings * (args.newsgroups_minutes + 1.5), f"newsgroups_{tag}.log")
                        for tag in (["preset"] if s else args.newsgroups_tags.split(","))],
+        "nanogpt-loop": [("nanogpt-loop", [py, "scripts/bench/framework_overhead.py", f"--repeats={1 if s else 5}",
+                                           "--arms=nanogpt,lean,default", "--profile=nanogpt,lean", f"--out={out}",
+                                           *(["--tag=_nanogpt_smoke", "data=text", "data.limit=60", "trainer.max_epochs=2"]
+                                             if s else ["--tag=_nanogpt_gpt2", *GPT2_TEXT])],
+                          240 if s else 420, "nanogpt_loop.log")],
+        "text-formation": [("text-formation", [py, "scripts/studies/text_formation.py", f"--out={out}", "--tag=_plain",
+                                               *(["--smoke"] if s else ["--steps=20000"]), "data.repeat_fraction=0.0",
+                                               "data.max_len=128"], 240 if s else 540, "text_formation.log")],
         # scripts/studies/finetune.py's GRID on raw posts, the best on validation tested once, then on cleaned posts
         "finetune": [("finetune", [py, "scripts/studies/finetune.py", "--choose", f"--out={out}", f"--model={pretrained}",
                                    f"--minutes={0.5 if s else args.finetune_minutes}", *(["--smoke"] if s else []),

@@ -100,6 +100,9 @@ def row(run: dict, arm: str, seed: int, least: float = 1.0) -> dict:
             "drop window": f"{w[0]}-{w[1]}" if w else "no drop",
             "previous-token heads": ", ".join(f"L{f.layer}H{f.head}@{f.step}" for f in prev) or "none",
             "induction heads": ", ".join(f"L{f.layer}H{f.head}@{f.step}" for f in ind) or "none",
+            "other formations": ", ".join(f"L{f.layer}H{f.head} {f.role}@{f.step}" for f in formed
+                                          if f.role not in ("previous", "induction")) or "none",
+            "run-level changes": ", ".join(f"{c.name}@{c.step}" for c in tl.changes(t)) or "none",
             "first induction": min((f.step for f in ind), default=None),
             "formations in window": f"{sum(map(inside, prev + ind))}/{len(prev + ind)}" if prev + ind else "-",
             "val/loss": round(run["summary"]["metrics"]["final"].get("val/loss", float("nan")), 3),

@@ -38,7 +38,6 @@ from induction_formation import SEEDS, row, run_all  # noqa: E402
 
 MAIN = {"2 layers": ["model.n_layers=2"], "1 layer (control)": ["model.n_layers=1"]}
 LEAST_FALL = 0.3  # nats: the in-context score's fall that counts as a drop (MIN_CHANGE_NATS of heads.timeline)
-TOKENS_A_STEP = 32 * 64
 
 
 def copy_gain(run_dir: Path) -> dict:
@@ -72,10 +71,12 @@ def copy_gain(run_dir: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--steps", type=int, default=4000, help="training steps a run (batch 32 x 64 tokens)")
+    ap.add_argument("--steps", type=int, default=10000, help="training steps a run (batch 32 x 64 tokens)")
     ap.add_argument("--workers", type=int, default=2, help="runs at once (each on one thread)")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--out", default=None, help="default: scripts/results")
+    ap.add_argument("--tag", default="", help="suffix for the result files (e.g. _plain)")
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides for every run, e.g. data.repeat_fraction=0.0")
     args = ap.parse_args()
     import torch
 
@@ -83,20 +84,21 @@ def main() -> None:
     out, root = Path(args.out or RESULTS), Path(tempfile.mkdtemp(prefix="text-formation-"))
     size = (["data.limit=200", "trainer.max_steps=40", "maps.every_n_steps=5", "trainer.val_check_interval=20"]
             if args.smoke else [f"trainer.max_steps={args.steps}", "trainer.val_check_interval=1000"])
-    jobs = [(arm, ov, seed) for arm, ov in MAIN.items() for seed in SEEDS]
+    jobs = [(arm, [*ov, *args.overrides], seed) for arm, ov in MAIN.items() for seed in SEEDS]
     done = run_all(jobs, root, args.steps, args.smoke, args.workers, preset="induction_text", size=size)
     rows = []
     for (arm, _, seed), run in done:
         r = row(run, arm, seed, least=LEAST_FALL)
         lo, _, hi = r["drop window"].partition("-")
-        r["drop window, M tokens"] = (f"{int(lo) * TOKENS_A_STEP / 1e6:.1f}-{int(hi) * TOKENS_A_STEP / 1e6:.1f}"
-                                      if hi else "-")
+        a_step = (run["summary"].get("train_tokens") or 0) / max(1, run["summary"]["steps"])  # tokens a step
+        r["drop window, M tokens"] = f"{int(lo) * a_step / 1e6:.1f}-{int(hi) * a_step / 1e6:.1f}" if hi else "-"
         rows.append({**r, **copy_gain(run["dir"])})
     meta = {"device": device, "torch": torch.__version__, "steps": args.steps, "seeds": list(SEEDS),
-            "preset": "experiment=induction_text", "smoke": args.smoke, "least_fall_nats": LEAST_FALL,
+            "preset": "experiment=induction_text", "overrides": args.overrides, "smoke": args.smoke,
+            "least_fall_nats": LEAST_FALL,
             "command": "python -m attnexp train experiment=induction_text seed=S model.n_layers=L threads=1 "
                        "logger=none test=false maps.animation=false", "wall_s": round(sum(r["wall s"] for r in rows), 1)}
-    table = write_results(out, f"text_formation_{device}", meta, rows,
+    table = write_results(out, f"text_formation_{device}{args.tag}", meta, rows,
                           "Induction heads forming on 20 Newsgroups text richer in repeats: 2 layers against the 1-layer control",
                           [c for c in rows[0] if c not in ("first induction",)],
                           note="Each run: `python -m attnexp train experiment=induction_text seed=S model.n_layers=L` "
@@ -110,7 +112,7 @@ def main() -> None:
     images = out / "images"
     images.mkdir(parents=True, exist_ok=True)
     for (arm, _, seed), run in done:
-        if seed == 0 and not args.smoke:
+        if seed == 0 and not args.smoke and not args.tag:
             name = "text_timeline.png" if arm == "2 layers" else "text_control.png"
             shutil.copyfile(run["dir"] / "maps" / "timeline.png", images / name)
     shutil.rmtree(root, ignore_errors=True)
