@@ -28,7 +28,8 @@ class Context:
     causal: bool
     rows: str = "1"
     induction_ids: list[int] | None = None
-    induction_control_ids: list[int] | None = None  # roles.induction_control of induction_ids
+    # roles.induction_controls of induction_ids: CONTROL_DRAWS control sequences (one flat list: one draw)
+    induction_control_ids: list[list[int]] | list[int] | None = None
     classify: bool = False
     pooling: str = "cls"
     labels: list[int] | None = None
@@ -49,7 +50,7 @@ def context_of(model, probe: Probe, first_word_id: int | None = None, loss_of=No
     V = model.tok_emb.num_embeddings
     induction = (induction_input(probe.ids[0][0], first_word_id, V, model.max_len, probe.lengths, pool=pool)
                  if causal and first_word_id is not None else None)
-    control = roles.induction_control(induction, first_word_id, V, pool=pool) if induction else None
+    control = roles.induction_controls(induction, first_word_id, V, pool=pool) if induction else None
     return Context(causal=causal, rows=attention.get(model.attention_name).rows, induction_ids=induction,
                    induction_control_ids=control,
                    classify=model.head_kind == "classify", pooling=model.pooling, labels=probe.labels, loss_of=loss_of,
@@ -114,16 +115,25 @@ def analyse(model, probe: Probe, w: np.ndarray, pad_id: int, cfg: MapsConfig, ct
 def pattern_scores(model, probe: Probe, w: np.ndarray, pad_id: int, ctx: Context,
                    pair_maps: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Each head's pattern scores on the maps `w` of `probe` (heads.roles), and on a causal model the
-    induction pair on the repeated random sequence and its control (one more pass, B = 2): the scores
-    roles are assigned from, at every snapshot and every light reading of the timeline alike."""
+    induction score on the repeated random sequence against its controls (one more pass, B = 1 + the
+    control draws): the scores roles are assigned from, at every snapshot and every light reading."""
     out = roles.pattern_scores(w, probe.lengths, probe.tokens, ctx.causal)
     if ctx.causal and ctx.induction_ids:
         if not ctx.induction_control_ids:  # no silent skip: the score without its control is not the score
             raise ValueError("Context.induction_ids needs its induction_control_ids (analysis.context_of builds both)")
-        ids, ctl = ctx.induction_ids, ctx.induction_control_ids
-        both = pair_maps if pair_maps is not None else attention_maps(model, Probe([ids, ctl], [[""] * len(ids)] * 2), pad_id)
+        ids, ctls = ctx.induction_ids, induction_pair(ctx)[1:]
+        both = pair_maps if pair_maps is not None else \
+            attention_maps(model, Probe([ids, *ctls], [[""] * len(ids)] * (1 + len(ctls))), pad_id)
         out.update(roles.induction_scores(both[:, :1], (len(ids) - 1) // 2, control=both[:, 1:]))
     return out
+
+
+def induction_pair(ctx: Context) -> list[list[int]] | None:
+    """[the repeated sequence, *its controls]: what the induction pass takes (None where there is none)."""
+    if not (ctx.causal and ctx.induction_ids and ctx.induction_control_ids):
+        return None
+    ctl = ctx.induction_control_ids
+    return [ctx.induction_ids, *([ctl] if isinstance(ctl[0], int) else ctl)]
 
 
 def _rollout_and_flow(a: Analysis, w: np.ndarray, probe: Probe, cfg: MapsConfig, ctx: Context) -> None:

@@ -95,17 +95,28 @@ def induction_control(ids: list[int], first_word_id: int, vocab_size: int, seed:
     return [ids[0], *first, *second]
 
 
+CONTROL_DRAWS = 8  # control sequences the induction score is measured against, averaged
+
+
+def induction_controls(ids: list[int], first_word_id: int, vocab_size: int, k: int = CONTROL_DRAWS,
+                       pool: list[int] | None = None) -> list[list[int]]:
+    """`k` draws of `induction_control` (seeds 1..k): one draw's own tokens move a head's score by a few
+    hundredths; their mean is the baseline."""
+    return [induction_control(ids, first_word_id, vocab_size, seed=s, pool=pool) for s in range(1, k + 1)]
+
+
 def induction_scores(w: np.ndarray, n: int, control: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """(L, H) each, from the maps of one `induction_probe` sequence (B = 1, length 1 + 2n): for each
     query q of the second copy, its share on q - n + 1 (the token after the earlier occurrence of
     its own token) and on q - 1. With the maps of `induction_control`, `induction` is that share
-    less the control's at the same distance (Olsson et al. score against a shuffled baseline too): a
-    head that looks a fixed distance back scores the same on both, and 0, not as an induction head."""
+    less the controls' at the same distance, averaged over the control sequences `control` holds (B of
+    them; Olsson et al. score against a shuffled baseline too): a head that looks a fixed distance back
+    scores the same on both, and 0, not as an induction head."""
     s = shares(w)[:, 0]  # (L, H, T, T)
     q = np.arange(1 + n, 1 + 2 * n)
     out = {"induction": s[:, :, q, q - n + 1].mean(-1), "prev_token_rep": s[:, :, q, q - 1].mean(-1)}
     if control is not None:
-        out["induction"] = out["induction"] - shares(control)[:, 0][:, :, q, q - n + 1].mean(-1)
+        out["induction"] = out["induction"] - shares(control)[:, :, :, q, q - n + 1].mean((1, 3))
     return out
 
 

@@ -196,11 +196,9 @@ def _text(path: Path) -> str:
 
 
 def _header(line: str, path: Path) -> tuple[int, int]:
-    from attnexp.config.files import loads
-
     try:
-        header = loads(line)  # the one reading rule's JSON: a line nested 100,000 deep is refused, not a RecursionError
-    except ValueError:
+        header = json.loads(line)
+    except (ValueError, RecursionError):  # a line nested 100,000 deep is not a header (it was a RecursionError traceback)
         header = None
     if not isinstance(header, dict) or header.get("attnexp_timeline") != FORMAT:
         raise TimelineError(f"{path}: not an attnexp timeline (its first line is not the header)")
@@ -252,14 +250,12 @@ def _parse(text: str, path: Path, strict: bool) -> tuple[Timeline, int]:
 
 
 def _reading(line: str, layers: int, heads: int, path: Path, n: int) -> Reading:
-    from attnexp.config.files import loads
-
     try:
-        d = loads(line)
+        d = json.loads(line)
         values = {str(k): np.asarray(v, dtype=float) for k, v in d["values"].items()}
         num = lambda x: None if x is None else float(x)  # noqa: E731
         r = Reading(int(d["step"]), int(d["epoch"]), values, num(d.get("loss")), num(d.get("probe_loss")), num(d.get("icl")))
-    except (ValueError, TypeError, KeyError, AttributeError):
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):  # RecursionError: a line nested deep
         raise TimelineError(f"{path}: line {n} is not a reading") from None
     bad = [k for k, v in values.items() if v.shape != (layers, heads) or not np.isfinite(v).all()]
     if bad:

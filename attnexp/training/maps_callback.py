@@ -23,7 +23,7 @@ from attnexp.compat.lightning import steps_logged
 from attnexp.config import ALIGN_BEST, MapsConfig, layout
 from attnexp.heads import quantities
 from attnexp.heads import timeline as tl
-from attnexp.heads.analysis import Analysis, Context, context_of, read_heads
+from attnexp.heads.analysis import Analysis, Context, context_of, induction_pair, read_heads
 from attnexp.heads.probe import Probe, attention_maps, light_reading, maps_and_token_loss, probe_from
 from attnexp.maps import render, snapshot
 from attnexp.maps.background import Drawer
@@ -209,8 +209,7 @@ class AttentionMaps(L.Callback):
         if trainer.is_global_zero and self._writer is not None:
             loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
             ctx = self.context(trainer, pl_module)
-            pair = ([ctx.induction_ids, ctx.induction_control_ids] if ctx.causal and ctx.induction_ids
-                    and ctx.induction_control_ids else None)
+            pair = induction_pair(ctx)
             # everything the reading needs from the device in one transfer (issue 54: it was four)
             w, token_loss, pair_maps, loss = light_reading(pl_module.model, self.probe, trainer.datamodule.pad_id,
                                                            pair if self._light.roles else None, loss)

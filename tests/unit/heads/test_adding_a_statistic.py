@@ -59,7 +59,7 @@ def test_a_statistic_in_a_module_of_its_own_is_shown_everywhere(throwaway, tmp_p
         snap = snapshot.read(run / "maps" / f"epoch{epoch:03d}.npz", weights=True)
         w = snap.weights.astype(float)
         want = throwaway(quantities.Maps(w, np.load(run / "maps" / f"epoch{epoch:03d}.npz")["lengths"]))
-        np.testing.assert_allclose(snap.per_head["throwaway_peak"], want, atol=2e-3)  # the saved maps are fp16
+        np.testing.assert_allclose(snap.analysis.scores["throwaway_peak"], want, atol=2e-3)  # the saved maps are fp16
 
     data = viewer_data((run / "maps" / "viewer.html").read_text())
     assert data["epochs"] == [-1, 0, 1]  # the start, the first part's epoch and the resumed one
@@ -73,7 +73,7 @@ def test_a_statistic_in_a_module_of_its_own_is_shown_everywhere(throwaway, tmp_p
 
     last, text = run / "checkpoints" / "last.ckpt", "the dog sees the cat and the cat sees the dog near the big house ."
     assert main(["maps", f"ckpt={last}", f"text={text}"]) == 0
-    assert snapshot.read(run / "maps" / "custom_last" / "maps.npz").per_head["throwaway_peak"].shape == (2, 4)
+    assert snapshot.read(run / "maps" / "custom_last" / "maps.npz").analysis.scores["throwaway_peak"].shape == (2, 4)
     got = load(last).scores(text)  # the notebook: every number the training viewer shows (it gave 8 of 17)
     assert got["throwaway_peak"].shape == (2, 4)
     trained = set(data["analysis"][-1]["scores"])

@@ -217,7 +217,7 @@ def test_a_snapshot_whose_weights_disagree_with_its_own_shapes_is_refused(tmp_pa
     with pytest.raises(snapshot.SnapshotError, match=r"not the \(layers, examples, heads, tokens, tokens\) = \(2, 1, 4, 3, 3\)"):
         snapshot.read(path)
     np.savez(path, weights=np.zeros((2, 1, 4, 3, 3), np.float16), tokens=np.array([["a"] * 3]), stat_entropy=np.ones((2, 4)))
-    assert snapshot.read(path).per_head["entropy"].shape == (2, 4)
+    assert snapshot.read(path).analysis.scores["entropy"].shape == (2, 4)
 
 
 def test_runs_whose_losses_mean_different_things_are_ranked_apart(tmp_path, capsys):
@@ -262,7 +262,7 @@ def test_a_snapshot_of_many_members_each_under_the_limit_is_refused_before_infla
             with z.open(f"unknown{k}.npy", "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, chunk)
     s = snapshot.read(strange)
-    assert set(s.per_head) == {"entropy"}
+    assert set(s.analysis.scores) == {"entropy"}
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 60_000
 
     many = tmp_path / "epoch002.npz"
