@@ -4,7 +4,6 @@ in an override is reported in about a second), and the job's context read from H
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -13,7 +12,6 @@ from omegaconf import DictConfig, OmegaConf
 from attnexp.config import (
     AttentionConfig,
     CheckpointConfig,
-    ConfigError,
     ExtrasConfig,
     JobContext,
     MapsConfig,
@@ -128,58 +126,6 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-OPTIONAL_LOGGERS = {"MLFlowLogger": ("mlflow", "mlflow")}  # class -> (the module it needs, attnexp's extra)
-
-
-def installed_loggers(specs: dict, choice: str | None) -> dict:
-    """The logger specs whose package is installed: `logger=many` leaves an optional one out with a
-    line, a logger asked for by name needs it (a one-line ConfigError with the install command)."""
-    import importlib.util
-
-    out = {}
-    for name, spec in (specs or {}).items():
-        cls = str(spec.get("_target_", "") if isinstance(spec, dict) else "").rsplit(".", 1)[-1]
-        module, extra = OPTIONAL_LOGGERS.get(cls, (None, None))
-        if module is None or importlib.util.find_spec(module) is not None:
-            if cls == "MLFlowLogger":
-                check_mlflow_store(str(spec.get("tracking_uri") or ""))
-            out[name] = spec
-        elif choice == "many":
-            log.info("logger=many: %s left out (not installed: pip install 'attnexp[%s]')", name, extra)
-        else:
-            raise ConfigError(f"logger={name} needs {module}, which is not installed: pip install 'attnexp[{extra}]' "
-                              f"(or choose another logger)")
-    return out
-
-
-def check_mlflow_store(uri: str) -> None:
-    """MLflow's local SQLite store, checked before the run as a stranger's file: its path must stay a
-    path inside a URL (MLflow parses it as one: a '?' or '#' in paths.log_dir cut it and wrote the
-    store elsewhere), its folder writable, and the file, when it exists, a whole SQLite database."""
-    if not uri.startswith("sqlite:///"):
-        return  # a tracking server, or another store MLflow checks itself
-    from attnexp.config.checks import unwritable
-
-    path = Path(uri[len("sqlite:///"):])
-    bad = sorted({c for c in "?#" if c in str(path)})
-    check(not bad, f"paths.log_dir holds {' and '.join(repr(c) for c in bad)}, which MLflow's SQLite store URI "
-                   f"({uri}) cannot carry; choose a folder name without them, or set logger.mlflow.tracking_uri=URI")
-    problem = unwritable(path.parent, "paths.log_dir", "MLflow's store in")
-    check(problem is None, problem or "")
-    if path.exists():
-        from attnexp.config.files import FileRefused, sqlite_tables
-
-        try:  # the same check an Optuna study file takes (config.files.sqlite_tables)
-            tables = sqlite_tables(path)
-        except FileRefused as e:
-            raise ConfigError(f"MLflow's store {path} is not a whole SQLite database ({str(e)[:60]}); move it away (a "
-                              f"new one is made) or set logger.mlflow.tracking_uri=URI") from None
-        check(not tables or "experiments" in tables, f"MLflow's store {path} is another tool's database (it holds "
-              f"{', '.join(sorted(tables)[:4])}, not MLflow's experiments); move it away or set logger.mlflow.tracking_uri=URI")
-        check(os.access(path, os.W_OK), f"MLflow's store {path} is read-only; make it writable, or set "
-                                        f"logger.mlflow.tracking_uri=URI")
-
-
 def load_run(cfg: DictConfig, started: float | None = None) -> Run:
     """The one place a DictConfig turns into typed objects; every mistake is a ConfigError.
     `started`: when the command started (time.time()), for the run's start-up time."""
@@ -213,6 +159,8 @@ def load_run(cfg: DictConfig, started: float | None = None) -> Run:
     check(not extras.enforce_tags or top.tags, "extras.enforce_tags=true and this run has no tags; give some, e.g. "
                                                "tags=[baseline,first], or extras.enforce_tags=false")
     resolved = {k: section(cfg, k) if OmegaConf.is_config(cfg[k]) else cfg[k] for k in cfg if k != "hydra"}
+    from attnexp.training.loggers import installed_loggers  # its adapters import no Lightning
+
     job = job_context(started)
     return Run(a, m, t.resolved(a), o, data, trainer, top.seed, top.resume, top.test, maps, ckpt,
                loggers=installed_loggers(section(cfg, "logger"), job.choices.get("logger")),

@@ -120,8 +120,9 @@ def header(status: Status, error: str | None, run_dir: Path | str) -> dict:
     return {"schema": SCHEMA, "status": Status(status).value, "error": error, "run_dir": str(run_dir)}
 
 
-def static_record(run: Run, n_params: int, data: dict) -> dict:
-    """What the run is, known before the first step: `data` holds the DataModule's sizes."""
+def static_record(run: Run, n_params: int, data: dict, dashboards: list[str] = ()) -> dict:
+    """What the run is, known before the first step: `data` holds the DataModule's sizes, `dashboards`
+    the commands that open its loggers' pages (training.loggers.dashboards)."""
     return {
         "choices": run.job.choices,
         "overrides": run.job.overrides,
@@ -135,29 +136,8 @@ def static_record(run: Run, n_params: int, data: dict) -> dict:
         "tags": list(run.tags),
         "pid": os.getpid(),
         "host": socket.gethostname(),
-        "dashboards": dashboards(run.loggers, run.out_dir),
+        "dashboards": list(dashboards),
     }
-
-
-def dashboards(loggers: dict, out_dir: Path) -> list[str]:
-    """The command that opens each of the run's dashboards, as a user pastes it (end of run, summary.json)."""
-    import shlex
-
-    out = []
-    for spec in (loggers or {}).values():
-        cls = str(spec.get("_target_", "")).rsplit(".", 1)[-1] if isinstance(spec, dict) else ""
-        if cls == "TensorBoardLogger":
-            folder = Path(str(spec.get("save_dir", out_dir))) / str(spec.get("name") or "")
-            out += [f"tensorboard --logdir {shlex.quote(str(folder))}", f"open {shlex.quote(tensorboard_page())}"]
-        elif cls == "MLFlowLogger" and spec.get("tracking_uri"):
-            uri = str(spec["tracking_uri"])
-            out.append(f"mlflow ui --backend-store-uri {shlex.quote(uri)}" if not uri.startswith("http") else f"open {uri}")
-        elif cls == "WandbLogger" and spec.get("offline", True):
-            out.append(f"wandb sync {shlex.quote(str(Path(str(spec.get('save_dir', out_dir))) / 'wandb'))}/offline-run-*")
-        elif cls == "CSVLogger":
-            out.append(f"cat {shlex.quote(str(Path(str(spec.get('save_dir', out_dir))) / str(spec.get('name') or '')))}"
-                       f"/metrics.csv")
-    return out
 
 
 LOSS_CURVES = ("train/loss", "val/loss")

@@ -25,7 +25,7 @@ from attnexp.model import checkpoints
 from attnexp.results import summary
 from attnexp.results.summary import Status
 from attnexp.training import build, checkpointing, threads
-from attnexp.training.loggers import finish, links, log_final_hparams
+from attnexp.training.loggers import dashboards, finish, links, log_final_hparams
 from attnexp.training.module import AttnexpModule
 from attnexp.training.recorder import RunRecorder
 from attnexp.training.stops import Interrupted, QuietDiskFullThreads, StopSignals, lightning_refused, status_for
@@ -143,7 +143,8 @@ def _train(run: Run, stops: StopSignals, extra_callbacks: Sequence[L.Callback]) 
     dm, module, resume = prepare(run)
     data = {"name": run.data.name, "vocab_size": dm.vocab_size, "num_classes": dm.num_classes,
             **{f"n_{k}": len(v) for k, v in dm.splits.items()}, "identity": module.data_identity}
-    recorder = RunRecorder(run.out_dir, summary.static_record(run, module.model.num_params(), data), stops,
+    recorder = RunRecorder(run.out_dir, summary.static_record(run, module.model.num_params(), data,
+                                                          dashboards(run.loggers, run.out_dir)), stops,
                            resumed_from=str(resume) if resume else None, started=run.job.started)
     ours, best, maps = build.our_callbacks(run, recorder, stops)
     callbacks = [*ours, *extra_callbacks, *(instantiate(c) for c in run.callbacks.values())]

@@ -1,24 +1,47 @@
-"""Everything logger-specific, one adapter per logger: how an image, a table, the run's settings
-with its final metrics and the end of a run reach TensorBoard, wandb, MLflow and CSV. The rest of attnexp
-calls these functions with every logger the trainer holds and never asks which one it is.
+"""Everything logger-specific, one adapter per logger: what its config needs before the run (a
+package, a store checked), the fields a run or a sweep adds to its spec, the command that opens its
+dashboard, and how an image, a table, the run's settings with its final metrics and the end of a run
+reach TensorBoard, wandb, MLflow and CSV. The rest of attnexp calls these functions with every logger
+(or logger spec) and never asks which one it is. Adding a logger is its conf/logger/<name>.yaml and an
+adapter registered here for its class name (`@adapter_for("MyLogger")`; CONTRIBUTING.md).
 
-A logger without an adapter here (a callback's own, `logger=` with any Lightning logger) still gets
-scalars through Lightning's `log_metrics`; it is only skipped for images, tables and the rest."""
+Adapters are found by class name (the spec's `_target_`, the logger object's class and its bases), so
+this module imports no Lightning: checking a config does not pay for it. A logger without an adapter
+(a callback's own, `logger=` with any Lightning logger) still gets scalars through Lightning's
+`log_metrics`; it is only skipped for images, tables and the rest."""
 
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
+from typing import Any
 
-from lightning.pytorch.loggers import CSVLogger, Logger, MLFlowLogger, TensorBoardLogger, WandbLogger
-from lightning.pytorch.utilities import rank_zero_only
+from attnexp.config import ConfigError, layout
 
-from attnexp.compat.lightning import wandb_started
-from attnexp.config import layout
+Logger = Any  # a lightning.pytorch.loggers.Logger (not imported: see above)
 
 
 class Adapter:
-    """What one kind of logger does with what attnexp logs beyond scalars (default: nothing)."""
+    """What one kind of logger does with what attnexp logs beyond scalars (default: nothing), and with
+    its spec (the logger's config node) before the run."""
+
+    needs: tuple[str, str] | None = None  # (the module it imports, attnexp's extra that installs it)
+
+    def check(self, spec: dict) -> None:
+        """Its settings checked before the run (a ConfigError in one line)."""
+
+    def run_fields(self, spec: dict, tags: list[str], run_name: str) -> dict:
+        """The spec with the run's own fields (its name, its tags)."""
+        return spec
+
+    def sweep_fields(self, spec: dict, sweep_dir: str, swept: list[str], values: list[str]) -> dict:
+        """The spec with what a sweep adds (`values`: the job's swept settings, key=value)."""
+        return spec
+
+    def dashboards(self, spec: dict, out_dir: Path) -> list[str]:
+        """The commands that open its dashboard for this run, as a user pastes them."""
+        return []
 
     def config(self, lg: Logger, config: dict) -> None:
         """The whole composed config, as the run starts (Lightning adds the model's settings at fit)."""
@@ -48,6 +71,12 @@ class Adapter:
 
 
 class TensorBoard(Adapter):
+    def dashboards(self, spec, out_dir):
+        from attnexp.results.summary import tensorboard_page
+
+        folder = Path(str(spec.get("save_dir", out_dir))) / str(spec.get("name") or "")
+        return [f"tensorboard --logdir {shlex.quote(str(folder))}", f"open {shlex.quote(tensorboard_page())}"]
+
     def image(self, lg, key, img, png, step):
         from tensorboard.compat.proto.summary_pb2 import Summary  # hand over our PNG: add_image would re-encode it
 
@@ -68,6 +97,21 @@ class TensorBoard(Adapter):
 
 
 class Wandb(Adapter):
+    def run_fields(self, spec, tags, run_name):  # named after its folder, as MLflow's run and TensorBoard's
+        return {**spec, "name": spec.get("name") or run_name, "tags": [*(spec.get("tags") or []), *tags]}
+
+    def sweep_fields(self, spec, sweep_dir, swept, values):
+        """The runs of one sweep share a group (the sweep folder) and carry the swept settings as job_type
+        and tags, so wandb's grouping and filters follow the sweep."""
+        root = Path(sweep_dir)
+        return {**spec, "group": f"{root.parent.name}/{root.name}", "job_type": ",".join(swept) or "sweep",
+                "tags": [*(spec.get("tags") or []), *values]}
+
+    def dashboards(self, spec, out_dir):
+        if not spec.get("offline", True):
+            return []
+        return [f"wandb sync {shlex.quote(str(Path(str(spec.get('save_dir', out_dir))) / 'wandb'))}/offline-run-*"]
+
     def image(self, lg, key, img, png, step):
         lg.log_image(key=key, images=[img], step=step)
 
@@ -82,6 +126,8 @@ class Wandb(Adapter):
     def finish(self, lg, completed, run_dir=None):
         # A wandb run ends with its job: the next job of a sweep (Hydra's basic launcher runs them in
         # one process) gets a run of its own; a run that did not complete is marked failed.
+        from attnexp.compat.lightning import wandb_started
+
         if wandb_started(lg):
             lg.experiment.finish(exit_code=0 if completed else 1)
 
@@ -90,6 +136,31 @@ class MLflow(Adapter):
     # What a run leaves beside its metrics and params, as artifacts of the MLflow run (the maps folder's
     # viewer and GIFs under maps/): what someone browsing the tracking server opens.
     FILES = (layout.SUMMARY, layout.CONFIG, f"{layout.MAPS}/{layout.VIEWER}", f"{layout.MAPS}/{layout.GIFS}")
+    needs = ("mlflow", "mlflow")
+
+    def check(self, spec):
+        check_mlflow_store(str(spec.get("tracking_uri") or ""))
+
+    def run_fields(self, spec, tags, run_name):
+        """Named after its run folder, each tag a tag of its own; a local SQLite store gets its folder and
+        its artifacts beside it (mlartifacts/: a tracking server keeps its own)."""
+        uri, local = str(spec.get("tracking_uri") or ""), {}
+        if uri.startswith("sqlite:///"):
+            from lightning.pytorch.utilities import rank_zero_only
+
+            db = Path(uri[len("sqlite:///"):])
+            db.parent.mkdir(parents=True, exist_ok=True)
+            local = {"artifact_location": spec.get("artifact_location") or str(db.parent.resolve() / "mlartifacts")}
+            if not db.exists() and rank_zero_only.rank == 0:  # one creator: DDP's other ranks never log to it
+                create_mlflow_store(db, uri, local["artifact_location"])
+        return {**spec, **local, "run_name": spec.get("run_name") or run_name,
+                "tags": {**(spec.get("tags") or {}), **{f"tag.{t}": "true" for t in tags}}}
+
+    def dashboards(self, spec, out_dir):
+        if not spec.get("tracking_uri"):
+            return []
+        uri = str(spec["tracking_uri"])
+        return [f"mlflow ui --backend-store-uri {shlex.quote(uri)}" if not uri.startswith("http") else f"open {uri}"]
 
     def config(self, lg, config):
         # The logger's first use runs mlflow.set_tracking_uri, which writes os.environ["MLFLOW_TRACKING_URI"]:
@@ -136,12 +207,34 @@ class MLflow(Adapter):
             lg.experiment.set_terminated(lg.run_id, "FAILED")
 
 
-ADAPTERS: list[tuple[type[Logger], Adapter]] = [(TensorBoardLogger, TensorBoard()), (WandbLogger, Wandb()),
-                                                 (MLFlowLogger, MLflow()), (CSVLogger, Adapter())]
+class Csv(Adapter):
+    def dashboards(self, spec, out_dir):
+        folder = Path(str(spec.get("save_dir", out_dir))) / str(spec.get("name") or "")
+        return [f"cat {shlex.quote(str(folder))}/metrics.csv"]
+
+
+# class name (Lightning's, or a user's logger's) -> its adapter
+ADAPTERS: dict[str, Adapter] = {"TensorBoardLogger": TensorBoard(), "WandbLogger": Wandb(), "MLFlowLogger": MLflow(),
+                                "CSVLogger": Csv()}
+
+
+def adapter_for(class_name: str):
+    """Class decorator: the adapter of the logger class `class_name` (and of its subclasses)."""
+    def register(cls: type[Adapter]) -> type[Adapter]:
+        ADAPTERS[class_name] = cls()
+        return cls
+    return register
 
 
 def adapter(lg: Logger) -> Adapter:
-    return next((a for cls, a in ADAPTERS if isinstance(lg, cls)), Adapter())
+    """The adapter of a logger object: of its class or the nearest base that has one."""
+    return next((ADAPTERS[c.__name__] for c in type(lg).__mro__ if c.__name__ in ADAPTERS), Adapter())
+
+
+def spec_adapter(spec) -> Adapter:
+    """The adapter of a logger spec (its `_target_`'s class name)."""
+    target = str(spec.get("_target_", "")) if isinstance(spec, dict) else ""
+    return ADAPTERS.get(target.rsplit(".", 1)[-1], Adapter())
 
 
 def log_config(loggers, config: dict) -> None:
@@ -213,24 +306,65 @@ def finish(loggers, completed: bool, run_dir: Path | None = None) -> None:
 
 
 def run_fields(spec: dict, tags: list[str], run_name: str) -> dict:
-    """A logger's spec with the run's own fields: a wandb run is named after its run folder and its tags
-    gain `tags=[...]` (TensorBoard gets them in its hparams record); an MLflow run is named so too and carries each tag as
-    a tag of its own; a local SQLite store gets its folder and its artifacts beside it (mlartifacts/:
-    a tracking server keeps its own)."""
-    target = str(spec.get("_target_", ""))
-    if "Wandb" in target:  # named after its folder, as MLflow's run and TensorBoard's (wandb would draw a random name)
-        return {**spec, "name": spec.get("name") or run_name, "tags": [*(spec.get("tags") or []), *tags]}
-    if "MLFlow" in target:
-        uri, local = str(spec.get("tracking_uri") or ""), {}
-        if uri.startswith("sqlite:///"):
-            db = Path(uri[len("sqlite:///"):])
-            db.parent.mkdir(parents=True, exist_ok=True)
-            local = {"artifact_location": spec.get("artifact_location") or str(db.parent.resolve() / "mlartifacts")}
-            if not db.exists() and rank_zero_only.rank == 0:  # one creator: DDP's other ranks never log to it
-                create_mlflow_store(db, uri, local["artifact_location"])
-        return {**spec, **local, "run_name": spec.get("run_name") or run_name,
-                "tags": {**(spec.get("tags") or {}), **{f"tag.{t}": "true" for t in tags}}}
-    return spec
+    """A logger's spec with the run's own fields (its adapter's run_fields)."""
+    return spec_adapter(spec).run_fields(spec, tags, run_name)
+
+
+def dashboards(specs: dict, out_dir: Path) -> list[str]:
+    """The command that opens each of the run's dashboards, as a user pastes it (end of run, summary.json)."""
+    return [c for spec in (specs or {}).values() for c in spec_adapter(spec).dashboards(spec, Path(out_dir))]
+
+
+def installed_loggers(specs: dict, choice: str | None) -> dict:
+    """The logger specs whose package is installed, each checked by its adapter: `logger=many` leaves an
+    optional one out with a line, a logger asked for by name needs it (a one-line ConfigError with the
+    install command)."""
+    import importlib.util
+    import logging
+
+    out = {}
+    for name, spec in (specs or {}).items():
+        a = spec_adapter(spec)
+        module, extra = a.needs or (None, None)
+        if module is None or importlib.util.find_spec(module) is not None:
+            a.check(spec)
+            out[name] = spec
+        elif choice == "many":
+            logging.getLogger("attnexp").info("logger=many: %s left out (not installed: pip install 'attnexp[%s]')",
+                                              name, extra)
+        else:
+            raise ConfigError(f"logger={name} needs {module}, which is not installed: pip install 'attnexp[{extra}]' "
+                              f"(or choose another logger)")
+    return out
+
+
+def check_mlflow_store(uri: str) -> None:
+    """MLflow's local SQLite store, checked before the run as a stranger's file: its path must stay a
+    path inside a URL (MLflow parses it as one: a '?' or '#' in paths.log_dir cut it and wrote the
+    store elsewhere), its folder writable, and the file, when it exists, a whole SQLite database."""
+    if not uri.startswith("sqlite:///"):
+        return  # a tracking server, or another store MLflow checks itself
+    from attnexp.config import check
+    from attnexp.config.checks import unwritable
+
+    path = Path(uri[len("sqlite:///"):])
+    bad = sorted({c for c in "?#" if c in str(path)})
+    check(not bad, f"paths.log_dir holds {' and '.join(repr(c) for c in bad)}, which MLflow's SQLite store URI "
+                   f"({uri}) cannot carry; choose a folder name without them, or set logger.mlflow.tracking_uri=URI")
+    problem = unwritable(path.parent, "paths.log_dir", "MLflow's store in")
+    check(problem is None, problem or "")
+    if path.exists():
+        from attnexp.config.files import FileRefused, sqlite_tables
+
+        try:  # the same check an Optuna study file takes (config.files.sqlite_tables)
+            tables = sqlite_tables(path)
+        except FileRefused as e:
+            raise ConfigError(f"MLflow's store {path} is not a whole SQLite database ({str(e)[:60]}); move it away (a "
+                              f"new one is made) or set logger.mlflow.tracking_uri=URI") from None
+        check(not tables or "experiments" in tables, f"MLflow's store {path} is another tool's database (it holds "
+              f"{', '.join(sorted(tables)[:4])}, not MLflow's experiments); move it away or set logger.mlflow.tracking_uri=URI")
+        check(os.access(path, os.W_OK), f"MLflow's store {path} is read-only; make it writable, or set "
+                                        f"logger.mlflow.tracking_uri=URI")
 
 
 def create_mlflow_store(db: Path, uri: str, artifacts: str) -> None:
@@ -249,14 +383,11 @@ def create_mlflow_store(db: Path, uri: str, artifacts: str) -> None:
 
 
 def sweep_fields(spec: dict, sweep_dir: str | None, swept: list[str], overrides: list[str] | None) -> dict:
-    """A logger's hydra.utils.instantiate spec with what a sweep adds: for wandb, the runs of one
-    sweep share a group (the sweep folder) and carry the swept settings as job_type and tags, so
-    wandb's grouping and filters follow the sweep. Other loggers unchanged."""
-    if not sweep_dir or "Wandb" not in str(spec.get("_target_", "")):
+    """A logger's hydra.utils.instantiate spec with what a sweep adds (its adapter's sweep_fields: wandb
+    groups the runs of one sweep); outside a sweep, unchanged."""
+    if not sweep_dir:
         return spec
     from attnexp.config import split_override
 
     values = [o.lstrip("+~") for o in overrides or [] if split_override(o)[0] in swept]
-    root = Path(sweep_dir)
-    return {**spec, "group": f"{root.parent.name}/{root.name}", "job_type": ",".join(swept) or "sweep",
-            "tags": [*(spec.get("tags") or []), *values]}
+    return spec_adapter(spec).sweep_fields(spec, sweep_dir, swept, values)

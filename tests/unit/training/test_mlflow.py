@@ -10,7 +10,6 @@ import pytest
 
 from attnexp.api import train
 from attnexp.config import ConfigError
-from attnexp.launch import load
 from helpers.runs import run_of
 
 mlflow = pytest.importorskip("mlflow", reason="pip install 'attnexp[mlflow]'")
@@ -79,11 +78,13 @@ def test_an_mlflow_run_that_does_not_complete_is_marked_failed(tmp_path):
 def test_many_leaves_out_a_logger_that_is_not_installed_and_a_named_one_needs_it(monkeypatch, caplog):
     specs = {"tensorboard": {"_target_": "lightning.pytorch.loggers.TensorBoardLogger"},
              "mlflow": {"_target_": "lightning.pytorch.loggers.MLFlowLogger"}}
-    assert set(load.installed_loggers(specs, "many")) == {"tensorboard", "mlflow"}  # installed here
-    monkeypatch.setitem(load.OPTIONAL_LOGGERS, "MLFlowLogger", ("no_such_module_attnexp", "mlflow"))
+    from attnexp.training import loggers
+
+    assert set(loggers.installed_loggers(specs, "many")) == {"tensorboard", "mlflow"}  # installed here
+    monkeypatch.setattr(loggers.ADAPTERS["MLFlowLogger"], "needs", ("no_such_module_attnexp", "mlflow"))
     caplog.set_level("INFO", logger="attnexp")
-    assert set(load.installed_loggers(specs, "many")) == {"tensorboard"}
+    assert set(loggers.installed_loggers(specs, "many")) == {"tensorboard"}
     assert "logger=many: mlflow left out (not installed: pip install 'attnexp[mlflow]')" in caplog.text
     with pytest.raises(ConfigError, match=r"logger=mlflow needs no_such_module_attnexp, which is not installed: "
                                           r"pip install 'attnexp\[mlflow\]'"):
-        load.installed_loggers({"mlflow": specs["mlflow"]}, "mlflow")
+        loggers.installed_loggers({"mlflow": specs["mlflow"]}, "mlflow")
