@@ -57,8 +57,8 @@ from common import markdown_table  # noqa: E402
 PARTS = ("cuda-tests", "kernels", "model", "overhead", "cross-entropy", "newsgroups", "nanogpt-loop", "text-formation",
          "finetune")
 # GPT-2 small on 20 Newsgroups bytes (data=text), for nanoGPT's own loop beside attnexp's
-GPT2_TEXT = ["model=gpt2", "attention=causal", "data=text", "data.max_len=1024", "data.batch_size=8", "model.compile=true",
-             "data.limit=2000", "trainer.max_epochs=2", "data.max_eval_windows=64"]
+GPT2_TEXT = ["model=gpt2", "attention=causal", "task=lm", "data=text", "data.max_len=1024", "data.batch_size=8",
+             "model.compile=true", "data.limit=2000", "trainer.max_epochs=2", "data.max_eval_windows=64"]
 # GPT-2-small-sized training on the synthetic copy task: ~1000-token sequences, the same batches for both arms
 GPT2 = ["model=gpt2", "data=synthetic", "data.length=498", "data.max_len=1000", "data.n_symbols=64", "data.n_train=512",
         "data.n_val=64", "data.batch_size=8", "trainer.max_epochs=2", "maps.enabled=false", "test=false"]
@@ -161,7 +161,8 @@ def commands(args, out: Path, pretrained: Path) -> dict[str, list[tuple[str, lis
                        for tag in (["preset"] if s else args.newsgroups_tags.split(","))],
         "nanogpt-loop": [("nanogpt-loop", [py, "scripts/bench/framework_overhead.py", f"--repeats={1 if s else 5}",
                                            "--arms=nanogpt,lean,default", "--profile=nanogpt,lean", f"--out={out}",
-                                           *(["--tag=_nanogpt_smoke", "data=text", "data.limit=60", "trainer.max_epochs=2"]
+                                           *(["--tag=_nanogpt_smoke", "data=text", "task=lm", "attention=causal", "data.limit=60",
+                                                "trainer.max_epochs=2"]
                                              if s else ["--tag=_nanogpt_gpt2", *GPT2_TEXT])],
                           240 if s else 420, "nanogpt_loop.log")],
         "text-formation": [("text-formation", [py, "scripts/studies/text_formation.py", f"--out={out}", "--tag=_plain",

@@ -14,7 +14,7 @@ induction on repeated random tokens drawn from the bytes the text uses), the dro
 end, from the last checkpoint, the copy gain on held-out text: the loss at the repeated tokens of 256
 validation windows given a repeat, against the same positions of the plain windows.
 
-    python scripts/studies/text_formation.py              # ~12 min on 2 cores (2 runs at a time)
+    python scripts/studies/text_formation.py              # ~25 min on 2 cores (2 runs at a time)
     python scripts/studies/text_formation.py --smoke      # tiny, to check the script
 
 Writes scripts/results/text_formation_<device>.{json,md}, images/text_timeline.png (2 layers, seed 0)
@@ -71,7 +71,7 @@ def copy_gain(run_dir: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--steps", type=int, default=10000, help="training steps a run (batch 32 x 64 tokens)")
+    ap.add_argument("--steps", type=int, default=20000, help="training steps a run (batch 32 x 64 tokens)")
     ap.add_argument("--workers", type=int, default=2, help="runs at once (each on one thread)")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--out", default=None, help="default: scripts/results")

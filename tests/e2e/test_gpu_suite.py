@@ -25,11 +25,12 @@ def test_gpu_suite_smoke_runs_every_part(tmp_path):
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     suite = json.loads((tmp_path / "suite.json").read_text())
-    parts = {"cuda-tests", "kernels", "model", "overhead", "cross-entropy", "newsgroups"}
+    parts = {"cuda-tests", "kernels", "model", "overhead", "cross-entropy", "newsgroups", "nanogpt-loop", "text-formation"}
     pretrained = (REPO.parent / "shared" / "models" / "all-MiniLM-L6-v2" / "config.json").is_file()
     assert set(suite["parts"]) == parts | ({"finetune"} if pretrained else set()) and suite["torch"]
     for name in ("kernels_cpu_smoke.json", "model_cpu_smoke.json", "framework_overhead_cpu.json", "cross_entropy_cpu_smoke.json",
-                 "newsgroups_cpu_preset.json", "suite.md", *(["finetune_choice_cpu_smoke.json"] if pretrained else [])):
+                 "newsgroups_cpu_preset.json", "framework_overhead_cpu_nanogpt_smoke.json", "text_formation_cpu_plain.json",
+                 "suite.md", *(["finetune_choice_cpu_smoke.json"] if pretrained else [])):
         assert (tmp_path / name).is_file(), name
     if pretrained:  # the candidates on raw posts, the best on validation the one tested, raw and cleaned
         choice = json.loads((tmp_path / "finetune_choice_cpu_smoke.json").read_text())

@@ -350,3 +350,30 @@ def test_the_readmes_docs_line_installs_from_the_lock_as_ci_does():
     assert "pip install -c requirements/lock.txt -e '.[docs]'" in line and "NO_MKDOCS_2_WARNING=1 mkdocs serve" in line
     ci = (REPO / ".ci" / "run").read_text()
     assert "pip install -q -c requirements/lock.txt -e '.[docs]'" in ci and "NO_MKDOCS_2_WARNING=1 mkdocs build" in ci
+
+
+def test_the_text_formation_figures_quoted_are_the_result_file():
+    """docs/maps.md's account of the phase change on 20 Newsgroups text (issue 53) is text_formation.py's file."""
+    import json
+
+    rows = json.loads((REPO / "scripts" / "results" / "text_formation_cpu.json").read_text())["results"]
+    two = {r["seed"]: r for r in rows if r["arm"] == "2 layers"}
+    one = [r for r in rows if r["arm"].startswith("1 layer")]
+    page = " ".join((REPO / "docs" / "maps.md").read_text().split())
+    for seed, r in two.items():
+        line = f"| 2 | {seed} | {r['icl start']:.2f} → {r['icl end']:.2f}".replace("-", "−")
+        assert line in page, line
+        head = r["induction heads"]
+        said = "none" if head == "none" else f"{head.split('@')[0][:2]} {head.split('@')[0][2:]} at {int(head.split('@')[1]):,}"
+        assert f"| {said} | {r['copy gain']:.2f} |" in page, said
+    assert f"| 8,750–11,400; {two[0]['drop window, M tokens'].replace('-', '–')} |" in page
+    assert two[0]["drop window"] == "8750-11400" and all(r["induction heads"] == "none" for r in one)
+    moved = max(abs(r["icl start"] - r["icl end"]) for r in one)
+    assert f"move their score by more than {moved:.2f} nats" in page
+    copy = ", ".join(f"{r['copy gain']:.2f}" for r in one)
+    assert f"| none | {copy} |" in page
+    readme = " ".join((REPO / "README.md").read_text().split())
+    at = int(two[0]["induction heads"].split("@")[1])
+    assert f"induction head forms at step {at:,} as the in-context score falls by " \
+           f"{two[0]['icl start'] - two[0]['icl end']:.1f} nats (2 of 3 seeds" in readme
+    assert sum(r["induction heads"] != "none" for r in two.values()) == 2
