@@ -377,3 +377,22 @@ def test_the_text_formation_figures_quoted_are_the_result_file():
     assert f"induction head forms at step {at:,} as the in-context score falls by " \
            f"{two[0]['icl start'] - two[0]['icl end']:.1f} nats (2 of 3 seeds" in readme
     assert sum(r["induction heads"] != "none" for r in two.values()) == 2
+
+
+def test_the_batch_and_nanogpt_loop_figures_quoted_are_the_benchmarks_files():
+    """docs/benchmarks.md's batch costs and its comparison with nanoGPT's own loop (issue 54) are the files."""
+    import json
+
+    res = REPO / "scripts" / "results"
+    page = " ".join((REPO / "docs" / "benchmarks.md").read_text().split())
+    for r in json.loads((res / "batches_cpu.json").read_text())["results"]:
+        data = r["data"].replace("<=", "≤")
+        assert f"| {data} | {r['collator us']} µs | {r['table us']} µs | {r['ratio']}x |" in page, data
+    for name, label in (("framework_overhead_cpu_nanogpt_loop_tiny.json", "d 64, 2 layers, T 64, batch 16"),
+                        ("framework_overhead_cpu_nanogpt_loop.json", "d 128, 4 layers, T 128, batch 16")):
+        med = json.loads((res / name).read_text())["median"]
+        base = med["nanogpt"]["step_ms"]
+        row = (f"| {label} | {1000 * base:,.0f} µs | {med['lean']['step_ms'] / base:.3f}x | "
+               f"{med['default']['step_ms'] / base:.3f}x |")
+        assert row in page, row
+        assert med["lean"]["step_ms"] / base <= 1.05  # the issue's target on the CPU
