@@ -304,7 +304,14 @@ def test_the_formation_figures_quoted_are_the_result_files():
     assert round(min(drops), 1) == 3.6 and all(r["drop window"] == "no drop" for r in one)
     assert max(r["icl start"] - r["icl end"] for r in one) < 0.6
     page = " ".join((REPO / "docs" / "maps.md").read_text().split())
-    assert "falls by 3.6 nats within about 100 steps" in page and "moves by less than 0.6 nats and no head forms" in page
+    assert "falls by 3.6 nats within about 100 steps" in page
+    # what the control forms, said exactly (issue 53: it said "no head forms" beside a first-token head)
+    firsts = [r["other formations"] for r in one]
+    assert all(f.endswith(tuple(f"first@{s}" for s in range(0, 1001, 25))) and "," not in f for f in firsts)
+    assert all(r["run-level changes"] == "none" for r in one)
+    steps = sorted(int(f.split("@")[1]) for f in firsts)
+    assert (f"no previous-token or induction head forms and no run-level change is reported; what each control seed "
+            f"does form is one first-token head (at step {steps[0]} to {steps[-1]})") in page
     variants = {r["variant"]: r for r in json.loads((res / "induction_formation_variants_cpu.json").read_text())["results"]}
     for v in ("rotary", "smeared", "smeared 1-layer"):
         row = variants[v]
