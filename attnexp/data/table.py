@@ -10,6 +10,7 @@ per-example `__getitem__` runs either. The batches equal the collator's on the s
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch.utils.data import Dataset
 
@@ -22,6 +23,7 @@ class Table(Dataset):
                  names: list[int] | None = None):
         self.ids, self.lengths, self.labels, self.collator = ids, lengths, labels, collator
         self.names = names  # each row's item `idx` (a masked LM's masks are drawn from them), else its position
+        self.known = lengths.numpy()
 
     @classmethod
     def from_items(cls, items: list[dict], collator: Collator) -> Table:
@@ -41,17 +43,18 @@ class Table(Dataset):
     def __getitems__(self, keys: list[tuple[int, int]]) -> dict:
         """The batch of rows `keys` ((epoch, row) pairs from attnexp.data.base.EpochBatches)."""
         c = self.collator
-        rows = torch.tensor([i for _, i in keys])
+        picked = np.fromiter((i for _, i in keys), dtype=np.int64, count=len(keys))
+        rows = torch.from_numpy(picked)
         lengths = self.lengths[rows]
-        longest = int(lengths.max())  # host tensors: arithmetic on the CPU, nothing on a device
-        T = longest
+        known = self.known[picked]  # host numbers (numpy): the batch's sizes without a tensor read
+        T = int(known.max())
         if c.pad_multiple > 1:
             rounded = -(-T // c.pad_multiple) * c.pad_multiple
             T = max(T, min(rounded, c.max_len)) if c.max_len else rounded
         ids = self.ids[rows, :T] if T <= self.ids.shape[1] else \
             torch.nn.functional.pad(self.ids[rows], (0, T - self.ids.shape[1]), value=c.pad_id)
         pad_mask = torch.arange(T)[None, :] < lengths[:, None]
-        batch = {"input_ids": ids, "pad_mask": pad_mask, "padded": int(lengths.min()) < T, "n_tokens": int(lengths.sum())}
+        batch = {"input_ids": ids, "pad_mask": pad_mask, "padded": int(known.min()) < T, "n_tokens": int(known.sum())}
         if c.label_kind == "classify":
             batch["labels"] = self.labels[rows]
         elif c.label_kind == "given":

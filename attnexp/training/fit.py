@@ -74,10 +74,10 @@ def check_val_interval(run, dm) -> None:
     """Lightning refuses a validation every N batches with N past an epoch's batches (a traceback,
     after the run folder was made): said here in one line, with the epoch's size (e.g. a preset on
     data.limit= posts)."""
-    every = run.trainer.extra.get("val_check_interval")
-    if not isinstance(every, int) or isinstance(every, bool):
-        return
-    n, limit = len(dm.train_dataloader()), run.trainer.limit_train_batches
+    every, t = run.trainer.extra.get("val_check_interval"), run.trainer
+    if not isinstance(every, int) or isinstance(every, bool) or t.fast_dev_run or t.limit_val_batches == 0:
+        return  # as Lightning: fast_dev_run validates once a run, no validation batches validate nothing
+    n, limit = len(dm.train_dataloader()), t.limit_train_batches
     n = n if limit is None else min(n, limit) if isinstance(limit, int) else int(n * limit)
     check(every <= n, f"trainer.val_check_interval={every} is more batches than an epoch has ({n}); lower it, or "
                       f"validate once an epoch with trainer.val_check_interval=1.0")
