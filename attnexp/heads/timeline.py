@@ -259,7 +259,8 @@ def _reading(line: str, layers: int, heads: int, path: Path, n: int) -> Reading:
         raise TimelineError(f"{path}: line {n} is not a reading") from None
     bad = [k for k, v in values.items() if v.shape != (layers, heads) or not np.isfinite(v).all()]
     if bad:
-        raise TimelineError(f"{path}: line {n}: {bad[0]} is not {layers} x {heads} finite numbers")
+        name = "".join(ch if ch.isprintable() else "?" for ch in bad[0][:40])  # a stranger's name: one line, printable
+        raise TimelineError(f"{path}: line {n}: {name} is not {layers} x {heads} finite numbers")
     return r
 
 
