@@ -23,8 +23,9 @@ SHORT = ["trainer.max_epochs=1", "trainer.limit_train_batches=2", "trainer.limit
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", [p for p in options("experiment") if p != "newsgroups_bert"])
 def test_a_preset_through_every_command(preset, tmp_path, capsys, monkeypatch):
-    extra = ["trainer.val_check_interval=null"] if preset == "induction_heads" else []  # it validates every 500 steps
-    if preset.startswith("newsgroups"):
+    # these validate every 500 / 1000 steps
+    extra = ["trainer.val_check_interval=null"] if preset in ("induction_heads", "induction_text") else []
+    if preset.startswith("newsgroups") or preset == "induction_text":  # 20 Newsgroups: data=newsgroups or data=text
         data = SHARED / "data" / "20newsgroups"
         if not data.is_dir():
             pytest.skip(f"needs the shared 20 Newsgroups at {data}")
