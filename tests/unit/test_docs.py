@@ -317,6 +317,10 @@ def test_the_formation_figures_quoted_are_the_result_files():
         row = variants[v]
         assert row["first induction step (mean ± std)"] == "367 ± 29" and row["seeds with an induction head"] == "3/3"
     assert "rotary forms them at step 367 ± 29" in page and "induction heads at step 367 ± 29" in page
+    for v, shown in (("causal", "causal (plain MHA)"), ("differential", "differential"), ("sigmoid", "sigmoid"),
+                     ("softpick", "softpick")):
+        end = f"{variants[v]['icl end (mean)']:.2f}".replace("-", "−")
+        assert f"| {shown} | 0/3 | — | {end} |" in page, (v, end)
 
 
 def test_the_maps_cost_quoted_is_the_benchmarks_files():
