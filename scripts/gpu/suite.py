@@ -31,7 +31,8 @@
     python scripts/gpu/suite.py --smoke                           # on the CPU, tiny, ~1 minute: the tests
 
 Each part runs in its own process with its own time limit, so one that fails or runs long does not
-lose the others. Results go to scripts/results/gpu/ (or --out): every part's JSON/Markdown, and
+lose the others. Results go to a folder of the window's own, scripts/results/gpu/<date>_<device>/ (or
+--out; an earlier window's files are never overwritten): every part's JSON/Markdown, and
 suite.json + suite.md with the device, torch and CUDA versions, the date, and each part's outcome.
 """
 
@@ -176,10 +177,22 @@ def commands(args, out: Path, pretrained: Path) -> dict[str, list[tuple[str, lis
     }
 
 
+def default_out(smoke: bool) -> Path:
+    """A folder of its own for each GPU window (its date and device), so a later window never overwrites an
+    earlier one's files: scripts/results/gpu/2026-11-28_nvidia-h100-80gb-hbm3/."""
+    import re
+
+    if smoke:
+        return REPO / "scripts" / "results" / "gpu_smoke"
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
+    return REPO / "scripts" / "results" / "gpu" / f"{datetime.now():%Y-%m-%d}_{slug}"
+
+
 def main() -> None:
     args, parts, pretrained = arguments()
     cuda = torch.cuda.is_available()
-    out = Path(args.out or REPO / "scripts" / "results" / ("gpu_smoke" if args.smoke else "gpu")).resolve()
+    out = Path(args.out or default_out(args.smoke)).resolve()
     out.mkdir(parents=True, exist_ok=True)
     meta = {"device": torch.cuda.get_device_name(0) if cuda else f"cpu ({platform.machine()})",
             "torch": torch.__version__, "cuda": torch.version.cuda, "driver": driver_version() if cuda else None,

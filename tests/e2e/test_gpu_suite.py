@@ -46,3 +46,18 @@ def test_gpu_suite_smoke_runs_every_part(tmp_path):
     assert {r["arm"] for r in model} == {"attnexp", "nanogpt"} and model[0]["vs_nanogpt"] > 0
     rows = json.loads((tmp_path / "kernels_cpu_smoke.json").read_text())["results"]
     assert all(isinstance(r["ours_ms"], float) and r["ours_vs_bare"] > 0 for r in rows)
+
+
+def test_each_gpu_window_writes_into_a_folder_of_its_own(monkeypatch):
+    """Issues 54 and 55: the first window's figures survived only in git history, the next one having
+    written over scripts/results/gpu/. The default folder now carries the window's date and device."""
+    sys.path.insert(0, str(REPO / "scripts" / "gpu"))
+    import suite
+
+    monkeypatch.setattr(suite.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(suite.torch.cuda, "get_device_name", lambda i=0: "NVIDIA H100 80GB HBM3")
+    h100 = suite.default_out(smoke=False)
+    monkeypatch.setattr(suite.torch.cuda, "get_device_name", lambda i=0: "NVIDIA H200")
+    h200 = suite.default_out(smoke=False)
+    assert h100.parent == h200.parent == REPO / "scripts" / "results" / "gpu" and h100 != h200
+    assert h100.name.endswith("_nvidia-h100-80gb-hbm3") and h100.name[:4].isdigit()
