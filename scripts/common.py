@@ -26,13 +26,47 @@ def markdown_table(rows: Sequence[dict | Sequence], columns: Sequence[str]) -> s
                       *("| " + " | ".join(map(cell, r)) + " |" for r in cells)])
 
 
+def provenance() -> dict:
+    """How a result file was made: the command, the code's commit (and whether the tree had changes),
+    the libraries, the device, the threads and cores, the date. Every result file carries it as `made`."""
+    import os
+    import platform
+    import sys
+    from datetime import datetime
+    from importlib.metadata import PackageNotFoundError, version
+
+    import torch
+
+    def git(*args: str) -> str | None:
+        try:
+            r = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=10)
+        except OSError:
+            return None
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    def ver(pkg: str) -> str | None:
+        try:
+            return version(pkg)
+        except PackageNotFoundError:
+            return None
+
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"command": " ".join(["python", *sys.argv]), "commit": git("rev-parse", "--short", "HEAD"),
+            "tree_changed": None if status is None else bool(status), "python": platform.python_version(),
+            "libraries": {p: ver(p) for p in ("torch", "lightning", "hydra-core", "optuna", "numpy", "attnexp")},
+            "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu ({platform.machine()})",
+            "threads": torch.get_num_threads(), "cores": os.cpu_count(), "date": datetime.now().isoformat(timespec="seconds")}
+
+
 def write_results(out: Path | str, stem: str, meta: dict, results: list[dict], title: str,
                   columns: Sequence[str] | None = None, note: str = "") -> str:
-    """<out>/<stem>.json ({**meta, "results": results}) and <stem>.md (the title, the meta as one JSON
-    line, `note`, and the results as a table of `columns`, default every key of the first row).
+    """<out>/<stem>.json ({**meta, "made": provenance(), "results": results}) and <stem>.md (the title,
+    the meta as one JSON line, `note`, and the results as a table of `columns`, default every key of the
+    first row).
     Returns the table."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    meta = {**meta, "made": meta.get("made") or provenance()}  # how it was made (provenance), in every file
     table = markdown_table(results, columns or (list(results[0]) if results else []))
     (out / f"{stem}.json").write_text(json.dumps({**meta, "results": results}, indent=2) + "\n")
     (out / f"{stem}.md").write_text(f"# {title}\n\n{json.dumps(meta)}\n\n" + (f"{note}\n\n" if note else "") + f"{table}\n")

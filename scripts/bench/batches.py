@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 sys.path.insert(0, str(REPO / "tests"))
 
-from common import markdown_table  # noqa: E402
+from common import markdown_table, provenance  # noqa: E402
 
 NEWSGROUPS = REPO.parent / "shared" / "data" / "20newsgroups"
 CASES = {
@@ -75,7 +75,7 @@ def main() -> None:
         rows.append({"data": name, "collator us": round(o, 1), "table us": round(n, 1), "ratio": round(o / n, 2)})
         print(rows[-1], flush=True)
     result = {"device": f"cpu ({torch.get_num_threads()} threads)", "torch": torch.__version__, "rounds": args.rounds,
-              "batches": args.batches, "command": "python scripts/bench/batches.py", "results": rows}
+              "batches": args.batches, "made": provenance(), "results": rows}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "batches_cpu.json").write_text(json.dumps(result, indent=2) + "\n")

@@ -53,7 +53,7 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
-from common import markdown_table  # noqa: E402
+from common import markdown_table, provenance  # noqa: E402
 
 ARMS = {"plain": [], "bare": [], "lean": ["maps.enabled=false", "logger=none", "trainer.enable_progress_bar=false"],
         "default": [],
@@ -440,7 +440,8 @@ def main() -> None:
     device = runs[order[0]][0]["device"]
     ratios = {f"{a}_vs_{b}": {k: round(med[a][k] / med[b][k], 3) for k in ("step_ms", "fit_s")}
               for b in ("bare", "plain") if b in med for a in order if a != b}
-    result = {"device": device, "torch": torch.__version__, "repeats": args.repeats, "overrides": args.overrides,
+    result = {"device": device, "torch": torch.__version__, "made": provenance(), "repeats": args.repeats,
+              "overrides": args.overrides,
               "median": med, "step_us": {a: round(1000 * m["step_ms"], 1) for a, m in med.items()}, "ratios": ratios,
               f"overhead_pct_vs_{order[0]}": over, "runs": runs,
               **({"profile": profiles} if profiles else {})}
