@@ -155,14 +155,18 @@ class TokenDataModule(L.LightningDataModule):
         """The split as tensors (attnexp.data.table), built once per split and masking rule."""
         key = (split, per_epoch)
         if key not in self._tables:
-            self._tables[key] = Table.from_items(self.splits[split], self.collator(per_epoch))
+            self._tables[key] = self.new_table(split, self.collator(per_epoch))
         return self._tables[key]
+
+    def new_table(self, split: str, collator: Collator) -> Table:
+        """The split's items as a Table (a data set held as one tensor builds its own)."""
+        return Table.from_items(self.splits[split], collator)
 
     def frequent_tokens(self, min_share: float = 1e-4) -> list[int]:
         """The word tokens that make up at least `min_share` of the training tokens: what the heads'
         induction probe draws its random tokens from (a byte-level model never saw most bytes)."""
         t = self.table("train", per_epoch=True)
-        real = torch.arange(t.ids.shape[1])[None, :] < t.lengths[:, None]
+        real = torch.arange(t.ids.shape[1])[None, :] < torch.from_numpy(t.lengths)[:, None]
         counts = torch.bincount(t.ids[real], minlength=self.vocab_size)
         keep = counts >= max(1.0, min_share * float(counts.sum()))
         keep[: self.first_word_id] = False

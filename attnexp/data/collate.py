@@ -16,14 +16,27 @@ import torch
 from attnexp.config.data import IGNORE  # label of positions without a target
 
 
+def padded_length(T: int, multiple: int = 1, cap: int | None = None) -> int:
+    """A batch's length: its longest sequence `T` rounded up to a multiple of `multiple` (at most `cap`,
+    never below T): compiled kernels then see few distinct shapes. Monotonic in T."""
+    if multiple <= 1:
+        return T
+    rounded = -(-T // multiple) * multiple
+    return max(T, min(rounded, cap)) if cap else rounded
+
+
+def next_labels(ids: torch.Tensor, pad_mask: torch.Tensor) -> torch.Tensor:
+    """A causal LM's targets: each position's next token, IGNORE at the last and past each end."""
+    labels = torch.full_like(ids, IGNORE)
+    labels[:, :-1] = ids[:, 1:].masked_fill(~pad_mask[:, 1:], IGNORE)
+    return labels
+
+
 def pad(seqs: list[list[int]], pad_id: int, multiple: int = 1, cap: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad token lists to (B, T) ids and a (B, T) bool mask, True at real tokens. T is rounded
-    up to a multiple of `multiple` (at most `cap`): compiled kernels then see few distinct shapes."""
+    """Right-pad token lists to (B, T) ids and a (B, T) bool mask, True at real tokens; T is
+    `padded_length` of the longest."""
     lengths = [len(s) for s in seqs]
-    T = max(lengths)
-    if multiple > 1:
-        rounded = -(-T // multiple) * multiple
-        T = max(T, min(rounded, cap)) if cap else rounded
+    T = padded_length(max(lengths), multiple, cap)
     ids = torch.tensor([list(s) + [pad_id] * (T - len(s)) for s in seqs], dtype=torch.long)  # one call, not one per row
     return ids, torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]
 
@@ -49,9 +62,7 @@ class Collator:
         if self.label_kind == "classify":
             batch["labels"] = torch.tensor([it["label"] for it in items])
         elif self.label_kind == "next":
-            labels = torch.full_like(ids, IGNORE)
-            labels[:, :-1] = ids[:, 1:].masked_fill(~pad_mask[:, 1:], IGNORE)
-            batch["labels"] = labels
+            batch["labels"] = next_labels(ids, pad_mask)
         elif self.label_kind == "masked":
             batch["input_ids"], batch["labels"] = self.mask_tokens(ids, pad_mask, items)
         elif self.label_kind == "given":

@@ -15,23 +15,28 @@ import torch
 from torch.utils.data import Dataset
 
 from attnexp.config.data import IGNORE
-from attnexp.data.collate import Collator, pad
+from attnexp.data.collate import Collator, next_labels, pad, padded_length
 
 
 class Table(Dataset):
-    def __init__(self, ids: torch.Tensor, lengths: torch.Tensor, labels: torch.Tensor | None, collator: Collator,
+    """`ids` (N, W) and per-row `labels` are padded to W = the padded length of the longest row, so any
+    batch of them is a slice; `lengths` (N,) are host numbers (numpy): the batch's sizes are known
+    without a tensor read."""
+
+    def __init__(self, ids: torch.Tensor, lengths: np.ndarray, labels: torch.Tensor | None, collator: Collator,
                  names: list[int] | None = None):
-        self.ids, self.lengths, self.labels, self.collator = ids, lengths, labels, collator
+        self.ids, self.lengths, self.labels, self.collator = ids, np.asarray(lengths, dtype=np.int64), labels, collator
         self.names = names  # each row's item `idx` (a masked LM's masks are drawn from them), else its position
-        self.known = lengths.numpy()
 
     @classmethod
     def from_items(cls, items: list[dict], collator: Collator) -> Table:
-        ids, _ = pad([it["input_ids"] for it in items], collator.pad_id)
-        lengths = torch.tensor([len(it["input_ids"]) for it in items])
-        kind = collator.label_kind
+        c, kind = collator, collator.label_kind
+        ids, _ = pad([it["input_ids"] for it in items], c.pad_id, c.pad_multiple, c.max_len)
         labels = (torch.tensor([it["label"] for it in items]) if kind == "classify" else
                   pad([it["labels"] for it in items], IGNORE)[0] if kind == "given" else None)
+        if labels is not None and labels.dim() == 2 and labels.shape[1] < ids.shape[1]:  # to the ids' padded width
+            labels = torch.nn.functional.pad(labels, (0, ids.shape[1] - labels.shape[1]), value=IGNORE)
+        lengths = np.fromiter((len(it["input_ids"]) for it in items), dtype=np.int64, count=len(items))
         return cls(ids, lengths, labels, collator, [it.get("idx", r) for r, it in enumerate(items)])
 
     def __len__(self) -> int:
@@ -44,27 +49,17 @@ class Table(Dataset):
         """The batch of rows `keys` ((epoch, row) pairs from attnexp.data.base.EpochBatches)."""
         c = self.collator
         picked = np.fromiter((i for _, i in keys), dtype=np.int64, count=len(keys))
-        rows = torch.from_numpy(picked)
-        lengths = self.lengths[rows]
-        known = self.known[picked]  # host numbers (numpy): the batch's sizes without a tensor read
-        T = int(known.max())
-        if c.pad_multiple > 1:
-            rounded = -(-T // c.pad_multiple) * c.pad_multiple
-            T = max(T, min(rounded, c.max_len)) if c.max_len else rounded
-        ids = self.ids[rows, :T] if T <= self.ids.shape[1] else \
-            torch.nn.functional.pad(self.ids[rows], (0, T - self.ids.shape[1]), value=c.pad_id)
-        pad_mask = torch.arange(T)[None, :] < lengths[:, None]
+        rows, known = torch.from_numpy(picked), self.lengths[picked]
+        T = padded_length(int(known.max()), c.pad_multiple, c.max_len)  # <= the table's width: a slice
+        ids = self.ids[rows, :T]
+        pad_mask = torch.arange(T)[None, :] < torch.from_numpy(known)[:, None]
         batch = {"input_ids": ids, "pad_mask": pad_mask, "padded": int(known.min()) < T, "n_tokens": int(known.sum())}
         if c.label_kind == "classify":
             batch["labels"] = self.labels[rows]
         elif c.label_kind == "given":
-            given = self.labels[rows, :T] if T <= self.labels.shape[1] else \
-                torch.nn.functional.pad(self.labels[rows], (0, T - self.labels.shape[1]), value=IGNORE)
-            batch["labels"] = given
+            batch["labels"] = self.labels[rows, :T]
         elif c.label_kind == "next":
-            labels = torch.full_like(ids, IGNORE)
-            labels[:, :-1] = ids[:, 1:].masked_fill(~pad_mask[:, 1:], IGNORE)
-            batch["labels"] = labels
+            batch["labels"] = next_labels(ids, pad_mask)
         else:  # masked
             epoch = keys[0][0] if c.per_epoch else 0
             names = tuple(self.names[i] if self.names else i for _, i in keys)

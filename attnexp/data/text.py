@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import torch
 
 from attnexp.data.newsgroups import NewsgroupsDataModule
@@ -125,10 +126,6 @@ class TextDataModule(NewsgroupsDataModule):
             self.windows[split] = windows if seed is None else with_repeats(windows, c.repeat_fraction, seed)
         self.splits = {k: Rows(v) for k, v in self.windows.items()}
 
-    def table(self, split: str, per_epoch: bool) -> Table:
-        key = (split, per_epoch)
-        if key not in self._tables:
-            ids = self.windows[split]
-            lengths = torch.full((ids.shape[0],), ids.shape[1])
-            self._tables[key] = Table(ids, lengths, None, self.collator(per_epoch))
-        return self._tables[key]
+    def new_table(self, split: str, collator) -> Table:
+        ids = self.windows[split]  # every window max_len long: no padding, no copy
+        return Table(ids, np.full(ids.shape[0], ids.shape[1]), None, collator)
