@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 
 from omegaconf import OmegaConf, open_dict, read_write
@@ -45,9 +46,10 @@ class Plan:
     def multirun(self) -> bool:
         return bool(self.flags.multirun)
 
+    @cached_property
     def _dir(self) -> tuple[str, str, bool]:
         """(folder, the key that set it, literal): the composed hydra.run.dir (hydra.sweep.dir) up to its
-        first ${now:...}, resolved; literal when it has none (the run goes exactly there)."""
+        first ${now:...}, resolved once; literal when it has none (the run goes exactly there)."""
         which = "sweep" if self.multirun else "run"
         raw = str(OmegaConf.to_container(self.cfg.hydra[which], resolve=False)["dir"])
         prefix, now, _ = raw.partition("${now:")
@@ -67,16 +69,16 @@ class Plan:
     def folder(self) -> Path:
         """Where Hydra makes the run's folder (a sweep: the folder its date/time folder goes in, or the
         sweep's own when hydra.sweep.dir names it)."""
-        return Path(self._dir()[0] or ".")
+        return Path(self._dir[0] or ".")
 
     @property
     def folder_key(self) -> str:
-        return self._dir()[1]
+        return self._dir[1]
 
     @property
     def literal(self) -> bool:
         """Whether the folder is named whole (hydra.run.dir=DIR), not dated by Hydra."""
-        return self._dir()[2]
+        return self._dir[2]
 
     @property
     def sweep_root(self) -> Path:
