@@ -15,10 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attnexp.heads import timeline as tl
-
-JUNK = st.recursive(st.none() | st.booleans() | st.integers(-10**30, 10**30) | st.floats() | st.text(max_size=20),
-                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
-                    max_leaves=8)
+from helpers.damaged_lines import JUNK, damage, damaged
 
 
 def good_lines() -> list[str]:
@@ -28,37 +25,14 @@ def good_lines() -> list[str]:
     return [json.dumps({"attnexp_timeline": tl.FORMAT, "layers": 2, "heads": 2}), *(r.line() for r in readings)]
 
 
-DAMAGE = st.one_of(
-    st.tuples(st.just("cut"), st.integers(0, 2000)),
-    st.tuples(st.just("junk"), JUNK.map(json.dumps)),
-    st.tuples(st.just("nested"), st.integers(1_000, 100_000).map(lambda n: "[" * n + "]" * n)),
-    st.tuples(st.just("bytes"), st.binary(max_size=60).map(lambda b: b.decode("latin-1"))),
-    st.tuples(st.just("field"), st.sampled_from(["step", "epoch", "loss", "icl", "values"]).flatmap(
-        lambda k: JUNK.map(lambda v: (k, v)))),
-)
-
-
-def damaged(lines: list[str], how, where: int) -> str:
-    kind, what = how
-    lines = list(lines)
-    k = where % len(lines)
-    if kind == "cut":
-        return "\n".join(lines)[: what]
-    if kind in ("junk", "nested", "bytes"):
-        lines[k] = what
-    else:
-        key, value = what
-        d = json.loads(lines[max(k, 1)])
-        d[key] = value
-        lines[max(k, 1)] = json.dumps(d)
-    return "\n".join(lines) + "\n"
+DAMAGE = damage(["step", "epoch", "loss", "icl", "values"], cut=2000)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(how=DAMAGE, where=st.integers(0, 10))
 def test_a_damaged_timeline_is_read_or_refused_in_one_line(tmp_path, how, where):
     path = tmp_path / "timeline.jsonl"
-    path.write_text(damaged(good_lines(), how, where), encoding="utf-8", errors="surrogateescape")
+    path.write_text(damaged(good_lines(), how, where, first_record=1), encoding="utf-8", errors="surrogateescape")
     before = hashlib.sha256(path.read_bytes()).hexdigest()
     for reader in (tl.read, lambda p: tl.salvage(p)[0]):
         try:

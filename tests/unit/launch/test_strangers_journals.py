@@ -6,7 +6,6 @@ another exception, and the file and its folder unchanged."""
 from __future__ import annotations
 
 import hashlib
-import json
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,11 +13,8 @@ from hypothesis import strategies as st
 
 optuna = pytest.importorskip("optuna", reason="the study's journal needs optuna: pip install 'attnexp[sweep]'")
 
+from helpers.damaged_lines import damage, damaged  # noqa: E402
 from hydra_plugins.attnexp_optuna_sweeper.storage import check_journal  # noqa: E402
-
-JUNK = st.recursive(st.none() | st.booleans() | st.integers(-10**30, 10**30) | st.floats() | st.text(max_size=20),
-                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
-                    max_leaves=8)
 
 
 @pytest.fixture(scope="module")
@@ -32,30 +28,7 @@ def journal_lines(tmp_path_factory) -> list[str]:
     return path.read_text().splitlines()
 
 
-DAMAGE = st.one_of(
-    st.tuples(st.just("cut"), st.integers(0, 3000)),
-    st.tuples(st.just("junk"), JUNK.map(json.dumps)),
-    st.tuples(st.just("nested"), st.integers(1_000, 100_000).map(lambda n: "[" * n + "]" * n)),
-    st.tuples(st.just("bytes"), st.binary(max_size=60).map(lambda b: b.decode("latin-1"))),
-    st.tuples(st.just("field"), st.sampled_from(["op_code", "worker_id", "study_id", "trial_id", "value", "state"]).flatmap(
-        lambda k: JUNK.map(lambda v: (k, v)))),
-)
-
-
-def damaged(lines: list[str], how, where: int) -> str:
-    kind, what = how
-    lines = list(lines)
-    k = where % len(lines)
-    if kind == "cut":
-        return "\n".join(lines)[:what]
-    if kind in ("junk", "nested", "bytes"):
-        lines[k] = what
-    else:
-        key, value = what
-        d = json.loads(lines[k])
-        d[key] = value
-        lines[k] = json.dumps(d)
-    return "\n".join(lines) + "\n"
+DAMAGE = damage(["op_code", "worker_id", "study_id", "trial_id", "value", "state"], cut=3000)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
