@@ -24,7 +24,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LOCK = REPO / "requirements" / "lock.txt"
-EXTRAS = "test,docs,sweep,mlflow,cluster,hf,notebook,explain,newsgroups,timeline"
+EXTRAS = "test,docs,sweep,mlflow,cluster,hf,notebook,explain,newsgroups,timeline,llc"
 TORCH = "torch==2.13.0"  # the CPU wheel on this machine's disk; a GPU machine installs its own first
 # your hardware's, or ours: these names exactly (torchmetrics, torch's prefix, was left unpinned), and two families
 LEFT_OUT = {"torch", "attnexp", "pip", "setuptools", "wheel"}

@@ -112,6 +112,18 @@ class MapsConfig:
     # the steps where each head became what it is (ruptures' PELT): null = when ruptures is installed
     # (pip install 'attnexp[timeline]'), true = required, false = off
     change_points: bool | None = None
+    # The local learning coefficient over training (attnexp.heads.llc; devinterp's SGLD, pip install
+    # 'attnexp[llc]'; next-token models): estimated at `llc_readings` of the timeline's readings, evenly
+    # among them, on `llc_examples` training windows; each estimate is llc_chains x llc_draws forward-backward
+    # passes. The SGLD settings: scripts/studies/llc_calibration.py's choice (docs/maps.md)
+    llc: bool = False
+    llc_readings: int = 16
+    llc_examples: int = 1024
+    llc_lr: float = 1e-3
+    llc_nbeta: float = 10.0
+    llc_localization: float = 100.0
+    llc_chains: int = 4
+    llc_draws: int = 100
 
     def validate(self) -> None:
         check(self.every_n_epochs >= 1, f"maps.every_n_epochs={self.every_n_epochs} must be >= 1")
@@ -127,7 +139,14 @@ class MapsConfig:
         check(not self.change_points or importlib.util.find_spec("ruptures") is not None,  # heads.timeline.NEEDS
               "maps.change_points=true: change points need ruptures: pip install 'attnexp[timeline]' "
               "(or set maps.change_points=false)")
-        for key, on, module, extra in (("flow", self.flow, "scipy", "explain"), ("bertviz", self.bertviz, "bertviz", "hf")):
+        for key in ("llc_readings", "llc_examples", "llc_chains", "llc_draws"):
+            check(getattr(self, key) >= 1, f"maps.{key}={getattr(self, key)} must be >= 1")
+        for key in ("llc_lr", "llc_nbeta", "llc_localization"):
+            check(getattr(self, key) > 0 or key == "llc_localization" and getattr(self, key) == 0,
+                  f"maps.{key}={getattr(self, key)} must be > 0")
+        check(not self.llc or self.timeline, "maps.llc=true is estimated at the timeline's readings; set maps.timeline=true")
+        for key, on, module, extra in (("flow", self.flow, "scipy", "explain"), ("bertviz", self.bertviz, "bertviz", "hf"),
+                                       ("llc", self.llc, "devinterp", "llc")):
             check(not on or importlib.util.find_spec(module) is not None,
                   f"maps.{key}=true needs {module}: pip install 'attnexp[{extra}]' (or set maps.{key}=false)")
 

@@ -74,10 +74,14 @@ class Reading:
     loss: float | None = None  # the training loss of this step's batch
     probe_loss: float | None = None  # the mean next-token loss on the probe batch (language models)
     icl: float | None = None  # in-context score on the probe batch (`icl_score`)
+    llc: float | None = None  # the local learning coefficient (heads.llc; maps.llc=true, at some readings)
+    llc_std: float | None = None  # ...its standard deviation over the SGLD chains
 
     def line(self) -> str:
         scalars = {k: (None if v is None or not math.isfinite(v) else round(float(v), DIGITS))
-                   for k, v in (("loss", self.loss), ("probe_loss", self.probe_loss), ("icl", self.icl))}
+                   for k, v in (("loss", self.loss), ("probe_loss", self.probe_loss), ("icl", self.icl),
+                                ("llc", self.llc), ("llc_std", self.llc_std))
+                   if v is not None or k not in ("llc", "llc_std")}  # the LLC's keys only where it was estimated
         values = {k: np.round(np.nan_to_num(np.asarray(v, dtype=float)), DIGITS).tolist() for k, v in self.values.items()}
         return json.dumps({"step": int(self.step), "epoch": int(self.epoch), **scalars, "values": values},
                           separators=(",", ":"))
@@ -176,7 +180,7 @@ class Timeline:
         return np.stack(rows) if rows and len(rows) == len(self.readings) else None
 
     def scalar(self, name: str) -> np.ndarray:
-        """(N,) of loss / probe_loss / icl, NaN where a reading has none."""
+        """(N,) of loss / probe_loss / icl / llc, NaN where a reading has none."""
         return np.array([np.nan if getattr(r, name) is None else getattr(r, name) for r in self.readings], dtype=float)
 
     def names(self) -> list[str]:
@@ -254,7 +258,8 @@ def _reading(line: str, layers: int, heads: int, path: Path, n: int) -> Reading:
         d = json.loads(line)
         values = {str(k): np.asarray(v, dtype=float) for k, v in d["values"].items()}
         num = lambda x: None if x is None else float(x)  # noqa: E731
-        r = Reading(int(d["step"]), int(d["epoch"]), values, num(d.get("loss")), num(d.get("probe_loss")), num(d.get("icl")))
+        r = Reading(int(d["step"]), int(d["epoch"]), values,
+                    *(num(d.get(k)) for k in ("loss", "probe_loss", "icl", "llc", "llc_std")))
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError):  # RecursionError: a line nested deep
         raise TimelineError(f"{path}: line {n} is not a reading") from None
     bad = [k for k, v in values.items() if v.shape != (layers, heads) or not np.isfinite(v).all()]

@@ -153,6 +153,8 @@ def load_run(cfg: DictConfig, started: float | None = None) -> Run:
     check_resume(top.resume, m, a, t)
     maps = from_dict(MapsConfig, section(cfg, "maps"), "maps")
     maps.validate()
+    check(not maps.llc or (t.name == "lm" and a.causal), "maps.llc=true estimates the LLC of a next-token loss; use it "
+          "with task=lm and causal attention (or set maps.llc=false)")
     ckpt = from_dict(CheckpointConfig, section(cfg, "checkpoint"), "checkpoint")
     ckpt = ckpt.resolved(monitored_metrics(t.name, data.aligned(t), maps.enabled))
     extras = from_dict(ExtrasConfig, section(cfg, "extras"), "extras")

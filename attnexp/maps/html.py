@@ -146,15 +146,18 @@ def write_viewer(path: Path, history: list[tuple], tokens: list[list[str]], view
     v.write(path, title, scale, L, H)
 
 
-def timeline_data(t, formations: list, names: tuple[str, ...]) -> dict | None:
+def timeline_data(t, formations: list, names: tuple[str, ...], changes: list = ()) -> dict | None:
     """The viewer's share of a heads timeline (heads.timeline.Timeline): the readings' steps and
     epochs, each of `names` present as (readings x layers x heads) flat at 3 digits, the loss and
-    the in-context score, and the formations. None without two readings."""
+    the in-context score, the LLC and its critical points (`changes` named llc) where it was
+    estimated, and the formations. None without two readings."""
     if len(t.readings) < 2:
         return None
     scalar = lambda name: [None if not np.isfinite(v) else float(f"{v:.4g}") for v in t.scalar(name)]  # noqa: E731
     return {"steps": t.steps.tolist(), "epochs": [r.epoch for r in t.readings],
             "values": {n: [float(f"{v:.3g}") for v in t.curve(n).ravel()] for n in names if t.curve(n) is not None},
             "loss": scalar("loss"), "icl": scalar("icl"),
+            **({"llc": scalar("llc"), "stages": [c.step for c in changes if c.name == "llc"]}
+               if np.isfinite(t.scalar("llc")).any() else {}),
             "formations": [{"layer": f.layer, "head": f.head, "role": f.role, "quantity": f.quantity, "step": f.step}
                            for f in formations]}

@@ -265,12 +265,35 @@ def _row_labels(d, layers: int, heads: int, left: int, y: int, row: int) -> None
             d.text((left - 4, y + layer * heads * row + heads * row / 2), f"L{layer}", fill=INK, font=_font(10), anchor="rm")
 
 
+def _curve(d, x: np.ndarray, name: str, changes: list, steps: np.ndarray, box: tuple, small) -> None:
+    """One run-level curve of the timeline picture over the readings' columns (NaN: no point there),
+    a dashed red line at each of its `changes`."""
+    left, y, col, curve_h = box
+    N = len(steps)
+    d.rectangle([left, y, left + N * col, y + curve_h], outline=(220, 220, 220))
+    ok = np.isfinite(x)
+    if ok.sum() >= 2:
+        lo, hi = float(np.nanmin(x)), float(np.nanmax(x))
+        if hi - lo < MIN_CURVE_SPAN and name != "llc":  # a flat curve (nats) drawn flat: a wiggle is no fall
+            lo, hi = (lo + hi - MIN_CURVE_SPAN) / 2, (lo + hi + MIN_CURVE_SPAN) / 2
+        span = hi - lo
+        pts = [(left + (k + 0.5) * col, y + curve_h - 4 - (x[k] - lo) / span * (curve_h - 8)) for k in np.flatnonzero(ok)]
+        d.line(pts, fill=(31, 119, 180), width=2)
+        d.text((left - 4, y + 4), f"{hi:.2f}", fill=GREY, font=small, anchor="rt")
+        d.text((left - 4, y + curve_h - 4), f"{lo:.2f}", fill=GREY, font=small, anchor="rb")
+    for c in changes:
+        if c.step in steps:
+            xk = left + int(np.searchsorted(steps, c.step)) * col
+            for yy in range(y, y + curve_h, 6):
+                d.line([(xk, yy), (xk, yy + 3)], fill=(214, 39, 40), width=1)
+
+
 def timeline(t, formations: list, changes: list, title: str) -> Image.Image:
     """The heads over training (heads.timeline): for each role score, a strip with a row per head
     (L0H0 .. down) and a column per reading (readings are log-spaced by default, so columns are
     nearly log(step)), viridis 0 .. 1; a red outline where a head became that role; under them the
-    training loss and the in-context score on the same columns, a dashed line at each of their
-    change points. Step numbers under the last panel."""
+    training loss and the in-context score on the same columns (and the LLC where maps.llc estimated
+    it), a dashed line at each of their change points. Step numbers under the last panel."""
     names = [n for n in TIMELINE_SHOWN if t.curve(n) is not None]
     steps = t.steps
     N, LH = len(steps), t.layers * t.heads
@@ -279,7 +302,10 @@ def timeline(t, formations: list, changes: list, title: str) -> Image.Image:
     row = max(3, min(12, 160 // max(LH, 1)))
     width = left + N * col + right
     curve_h = 70
-    height = top + len(names) * (LH * row + 22) + 2 * (curve_h + 22) + 34
+    curves = [("loss", "training loss"), ("icl", "in-context score (late - early loss)")]
+    if np.isfinite(t.scalar("llc")).any():  # maps.llc: the LLC where it was estimated, its critical points dashed
+        curves.append(("llc", "local learning coefficient (SGLD, devinterp)"))
+    height = top + len(names) * (LH * row + 22) + len(curves) * (curve_h + 22) + 34
     img = Image.new("RGB", (max(width, 480), height), BG)
     d = ImageDraw.Draw(img)
     d.text((8, 6), f"heads over training · {title}", fill=INK, font=font)
@@ -299,26 +325,10 @@ def timeline(t, formations: list, changes: list, title: str) -> Image.Image:
                 d.rectangle([left + k * col, y + r * row, left + (k + 1) * col - 1, y + (r + 1) * row - 1],
                             outline=(214, 39, 40), width=2)
         y += LH * row + 8
-    for name, label in (("loss", "training loss"), ("icl", "in-context score (late - early loss)")):
-        x = t.scalar(name)
+    for name, label in curves:
         d.text((8, y), label, fill=INK, font=small)
         y += 14
-        d.rectangle([left, y, left + N * col, y + curve_h], outline=(220, 220, 220))
-        ok = np.isfinite(x)
-        if ok.sum() >= 2:
-            lo, hi = float(np.nanmin(x)), float(np.nanmax(x))
-            if hi - lo < MIN_CURVE_SPAN:  # a flat curve drawn flat: its own small range would make a wiggle a fall
-                lo, hi = (lo + hi - MIN_CURVE_SPAN) / 2, (lo + hi + MIN_CURVE_SPAN) / 2
-            span = hi - lo
-            pts = [(left + (k + 0.5) * col, y + curve_h - 4 - (x[k] - lo) / span * (curve_h - 8)) for k in np.flatnonzero(ok)]
-            d.line(pts, fill=(31, 119, 180), width=2)
-            d.text((left - 4, y + 4), f"{hi:.2f}", fill=GREY, font=small, anchor="rt")
-            d.text((left - 4, y + curve_h - 4), f"{lo:.2f}", fill=GREY, font=small, anchor="rb")
-        for c in changes:
-            if c.name == name and c.step in steps:
-                xk = left + int(np.searchsorted(steps, c.step)) * col
-                for yy in range(y, y + curve_h, 6):
-                    d.line([(xk, yy), (xk, yy + 3)], fill=(214, 39, 40), width=1)
+        _curve(d, t.scalar(name), name, [c for c in changes if c.name == name], steps, (left, y, col, curve_h), small)
         y += curve_h + 8
     every = max(1, N // 8)
     for k in range(0, N, every):

@@ -21,7 +21,7 @@ from PIL import Image
 
 from attnexp.compat.lightning import steps_logged
 from attnexp.config import ALIGN_BEST, MapsConfig, layout
-from attnexp.heads import quantities
+from attnexp.heads import llc, quantities
 from attnexp.heads import timeline as tl
 from attnexp.heads.analysis import Analysis, Context, context_of, induction_pair, read_heads
 from attnexp.heads.probe import Probe, attention_maps, light_reading, maps_and_token_loss, probe_from
@@ -75,6 +75,7 @@ class AttentionMaps(L.Callback):
         self._read_through = -1  # the last step read (every rank keeps it; rank 0 reads)
         self._resume_read: int | None = None  # the last step the resumed checkpoint had read
         self._writer: tl.Writer | None = None
+        self._llc: llc.Reader | None = None  # the LLC at some readings (maps.llc)
         self.timeline_summary: dict | None = None  # what summary.json says of the timeline (at the end)
         self._timeline_view: dict | None = None  # the viewer's share of it (maps.html.timeline_data)
 
@@ -192,6 +193,10 @@ class AttentionMaps(L.Callback):
         total = trainer.estimated_stepping_batches
         total = int(total) if total != float("inf") else 10**7  # max_epochs=-1: the log schedule goes on
         self._schedule = frozenset(tl.schedule(total, self.cfg.timeline_points, self.cfg.every_n_steps))
+        if self.cfg.llc and trainer.is_global_zero:
+            dm = trainer.datamodule
+            table = dm.table("train", per_epoch=True)
+            self._llc = llc.Reader(self.cfg, sorted(self._schedule), table.ids, table.lengths, dm.seed)
         if self.cfg.every_n_steps and total // self.cfg.every_n_steps > tl.MAX_READINGS:
             log.warning("maps.every_n_steps=%d gives %d readings over %d steps: the timeline keeps the first %d",
                         self.cfg.every_n_steps, total // self.cfg.every_n_steps, total, tl.MAX_READINGS)
@@ -224,10 +229,12 @@ class AttentionMaps(L.Callback):
             real = np.arange(token_loss.shape[1])[None, :] < (np.asarray(self.probe.lengths) - 1)[:, None]
             probe_loss = float(token_loss[real].mean()) if real.any() else None
             icl = tl.icl_score(token_loss, self.probe.lengths)
-        self._writer.append(tl.Reading(step, trainer.current_epoch, a.scores, loss, probe_loss, icl))
+        lc, lc_std = self._llc.at(step, pl_module.model) if self._llc is not None else (None, None)
+        self._writer.append(tl.Reading(step, trainer.current_epoch, a.scores, loss, probe_loss, icl, lc, lc_std))
         scalars = {f"timeline/heads_{r}": float(n) for r, n in zip(*np.unique(a.roles, return_counts=True))}
-        if icl is not None:
-            scalars["timeline/icl"] = icl
+        for key, value in (("icl", icl), ("llc", lc)):
+            if value is not None and np.isfinite(value):
+                scalars[f"timeline/{key}"] = value
         for lg in trainer.loggers if step else ():  # a few numbers, not a wall of per-head curves
             lg.log_metrics(scalars, step=step)
 
@@ -324,18 +331,19 @@ class AttentionMaps(L.Callback):
         elif not tl.available():
             why = tl.NEEDS
         else:
-            formed, moved = tl.formations(t), tl.changes(t)
+            formed, moved = tl.formations(t), tl.changes(t) + llc.changes(t)
         self.timeline_summary = {"file": str(self._writer.path), "readings": len(t.readings),
                                  "steps": [int(t.steps[0]), int(t.steps[-1])],
                                  "formations": [f.as_dict() for f in formed], "changes": [c.as_dict() for c in moved],
-                                 **({"change_points_skipped": why} if why else {})}
+                                 **({"change_points_skipped": why} if why else {}),
+                                 **({"llc": self._llc.summary() | llc.stages_said(t)} if self._llc else {})}
         for f in formed[:12]:
             log.info("heads: %s", f.line())
         if len(formed) > 12:
             log.info("heads: ... and %d more formations (summary.json, maps/timeline.png)", len(formed) - 12)
         from attnexp.maps.html import timeline_data
 
-        self._timeline_view = timeline_data(t, formed, render.TIMELINE_SHOWN)
+        self._timeline_view = timeline_data(t, formed, render.TIMELINE_SHOWN, moved)
         if trainer is not None and formed and self.cfg.images_to_logger:
             self.log_formed_curves(trainer, t, formed)
         last = int(t.steps[-1])
