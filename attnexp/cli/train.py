@@ -197,17 +197,24 @@ def job(cfg, overrides: list[str], multirun: bool, started: float | None) -> flo
 def run_job(cfg, out: Path, sweep: bool, overrides: list[str], multirun: bool, started: float | None) -> float | None:
     from attnexp.config import ConfigError
     from attnexp.launch.load import job_context, load_run
+    from attnexp.training.stops import Interrupted, StopSignals
 
-    try:
-        run = load_run(cfg, started)  # before the slow Lightning import
-    except ConfigError as e:
-        summary.write(out / summary.NAME, summary.error_record(out, Status.CONFIG_ERROR, str(e), job_context(started)))
-        return config_error(e, out, sweep)
-    if run.resume == "auto" and summary.read_status(out) == Status.COMPLETED:  # a finished job of a re-launched sweep
-        log.info("%s already completed; not trained again (resume=auto)", out)
-        return sweep_value(summary.read(out / summary.NAME))
-    from attnexp.training.fit import train
-    from attnexp.training.stops import Interrupted
+    # A stop signal from here until train() takes over (the checks, the Lightning import: seconds, more on a
+    # loaded node) is this job's, not submitit's alone: before, SLURM's warning there left no record, and a
+    # job submitit would not requeue could end "completed successfully" with none (issue 52)
+    with StopSignals() as early:
+        try:
+            try:
+                run = load_run(cfg, started)  # before the slow Lightning import
+            except ConfigError as e:
+                summary.write(out / summary.NAME, summary.error_record(out, Status.CONFIG_ERROR, str(e), job_context(started)))
+                return config_error(e, out, sweep)
+            if run.resume == "auto" and summary.read_status(out) == Status.COMPLETED:  # a finished job of a re-launched sweep
+                log.info("%s already completed; not trained again (resume=auto)", out)
+                return sweep_value(summary.read(out / summary.NAME))
+            from attnexp.training.fit import train
+        except Interrupted as e:
+            stopped_at_start(out, e.signame, early, job_context(started))
 
     if os.environ.get("LOCAL_RANK", "0") == "0":  # where to point TensorBoard while it trains (not once per rank)
         print(f"attnexp: training in {out}", flush=True)
@@ -230,6 +237,23 @@ def run_job(cfg, out: Path, sweep: bool, overrides: list[str], multirun: bool, s
         log.exception("run %s failed", out)
         return None
     return None if result is None else conclude(result, overrides, multirun, out, sweep)  # None: another DDP rank
+
+
+def stopped_at_start(out: Path, signame: str, early, job) -> None:
+    """A stop signal before the run started: a record saying so, then what was installed before ours
+    for it (submitit's: it requeues the job and exits, or says why not), and the signal's exit code:
+    a sweep on SLURM names a job that ended so in its one-line failure list."""
+    said = f"stopped by {signame} before the run started"
+    try:
+        summary.write(out / summary.NAME, summary.error_record(out, Status.INTERRUPTED, said, job, signal=signame))
+    except OSError:  # a full or read-only disk: the line below still says it
+        pass
+    try:
+        early.chain()  # submitit's requeue exits here (the requeued job continues with resume=auto)
+    except Exception as e:  # submitit would not requeue it (e.g. timed out too many times): said, and the job ends
+        said += f" ({' '.join(str(e).split())[:200]})"
+    print(f"attnexp: {said} in {out}", file=sys.stderr, flush=True)
+    raise SystemExit(EXIT[signame]) from None
 
 
 def disk_is_full(out: Path, sweep: bool) -> None:

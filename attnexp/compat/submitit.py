@@ -72,14 +72,18 @@ def squeue_states(job_ids: set[str]) -> dict[str, str] | None:
 
 def lost_job_line(error: Exception) -> str:
     """submitit's UncompletedJobError (a job that ended without writing its result) in one line: the
-    job, its state, where its logs are and the last line of its error stream, and what to do."""
+    job, its state, where its logs are and the last line attnexp wrote to its error stream (else the
+    stream's last line), and what to do."""
     import re
 
     text = str(error)
     job, state, path = (re.search(rx, text) for rx in (r"Job (\S+)", r"\(state: ([^)]*)\)", r"with path (\S+)_result\.pkl"))
     stream = text.split("-" * 40, 1)[1] if "Error stream produced" in text and "-" * 40 in text else ""
-    last = next((line.strip() for line in reversed(stream.splitlines()) if line.strip()), "")
-    why = ": squeue no longer lists it, perhaps it died before Python started" if state and state[1] == LEFT_QUEUE else ""
+    lines = [line.strip() for line in stream.splitlines() if line.strip()]
+    ours = [line for line in lines if line.startswith("attnexp:")]  # what attnexp said of it, before srun's own line
+    last = (ours or lines or [""])[-1]
+    why = (": squeue no longer lists it" + ("" if ours else ", perhaps it died before Python started")
+           if state and state[1] == LEFT_QUEUE else "")
     return (f"SLURM job {job[1] if job else '?'} ended without a result (state {state[1] if state else '?'}{why}); "
             f"its logs: {path[1] + '_log.err' if path else '?'} and _log.out"
             + (f"; its last error line: {last[:300]}" if last else "")

@@ -149,6 +149,44 @@ def test_a_job_that_exhausts_its_requeues_ends_interrupted_and_the_sweep_says_ho
 
 
 @pytest.mark.slow
+def test_a_job_signalled_during_its_start_up_leaves_a_record_or_is_named(cluster, tmp_path):
+    """SLURM's warning (USR2) 2.5 s after submitit started the job: inside the job's start-up (its
+    checks, the Lightning import) on this machine, before or after it on a slower or faster one. The
+    job is one submitit will not requeue (a 10-minute limit counts any signal as a time-out; no
+    requeue left), so it must end. Before: the signal there was swallowed, the run trained to the end
+    and submitit said "Job completed successfully" (seen under load: no record at all). Now whatever
+    the moment: the job's record says it stopped on SIGUSR2, or the sweep names the job in one line;
+    never a silent success, never a traceback."""
+    env = {**cluster, "PYTHONWARNINGS": "ignore", "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO)])}
+    run = subprocess.Popen([sys.executable, "-m", "attnexp", "train", "-m", *ON_SLURM, "seed=0", "trainer.max_epochs=30",
+                            "data.n_sentences=3000", "hydra.launcher.timeout_min=10", "hydra.launcher.max_num_timeout=0",
+                            f"hydra.sweep.dir={tmp_path}"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        started, end = None, time.time() + 300
+        while run.poll() is None and time.time() < end:
+            log = next(tmp_path.rglob("*_log.out"), None)
+            if started is None and log is not None and "Loading pickle" in log.read_text(errors="replace"):
+                started = time.time()
+            if started is not None and time.time() - started >= 2.5:
+                jobs = subprocess.run(["squeue", "-h", "-o", "%i"], env=cluster, capture_output=True, text=True).stdout.split()
+                subprocess.run(["scancel", "--signal=USR2", *jobs], env=cluster, check=True)
+                break
+            time.sleep(0.05)
+        out, err = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert started is not None, err[-3000:]
+    assert run.returncode == 1 and "Traceback" not in err, err[-3000:]
+    records = summaries(tmp_path)
+    named = [x for x in err.splitlines() if x.startswith("attnexp: SLURM job") and "ended without a result" in x]
+    said = [r for r in records if r["status"] == "interrupted" and r.get("signal") == "SIGUSR2"]
+    assert said or len(named) == 1, (err[-3000:], [r["status"] for r in records])
+    assert not [r for r in records if r["status"] == "completed"]
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(postgres.skip_reason() is not None, reason=postgres.skip_reason() or "")
 def test_two_sbatch_jobs_are_two_workers_of_one_study_on_a_server(cluster, tmp_path):
     """Workers on a cluster as users start them: the same Optuna command in two sbatch jobs against one
