@@ -228,10 +228,12 @@ def run_job(cfg, out: Path, sweep: bool, overrides: list[str], multirun: bool, s
         print(f"attnexp: stopped by {e.signame} before training started in {out}", file=sys.stderr)
         raise SystemExit(EXIT[e.signame]) from None
     except Exception as e:  # in a sweep one failed job must not take the others with it
-        from attnexp.training.stops import disk_full
+        from attnexp.training.stops import disk_full, unwritable
 
         if disk_full(e):
             return disk_is_full(out, sweep)
+        if said := unwritable(e):  # the record says it too
+            return one_line_failure(said, sweep)
         if not sweep:
             raise
         log.exception("run %s failed", out)
@@ -254,6 +256,13 @@ def stopped_at_start(out: Path, signame: str, early, job) -> None:
         said += f" ({' '.join(str(e).split())[:200]})"
     print(f"attnexp: {said} in {out}", file=sys.stderr, flush=True)
     raise SystemExit(EXIT[signame]) from None
+
+
+def one_line_failure(said: str, sweep: bool) -> None:
+    if not sweep:
+        print(f"attnexp: {said}", file=sys.stderr)
+        raise SystemExit(EXIT[Status.FAILED]) from None
+    log.error("%s", said)
 
 
 def disk_is_full(out: Path, sweep: bool) -> None:

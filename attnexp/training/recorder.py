@@ -31,6 +31,7 @@ from attnexp.training.stops import (
     disk_full_message,
     lightning_refused,
     status_for,
+    unwritable,
 )
 
 
@@ -220,6 +221,8 @@ class RunRecorder(L.Callback):
             error = lightning_refused(exception) or str(exception)
         elif disk_full(exception):  # one more checkpoint would not fit either
             error = disk_full_message(self.out_dir, self.static.get("model", {}).get("n_params"))
+        elif said := unwritable(exception):  # a folder of the run refused a write: the others may not
+            error, path = said, self._save(trainer, "on_exception.ckpt")
         else:
             error = f"{type(exception).__name__}: {exception}"
             path = self._save(trainer, "on_exception.ckpt")

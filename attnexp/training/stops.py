@@ -54,6 +54,23 @@ def disk_full(exc: BaseException) -> bool:
     return False
 
 
+def unwritable(exc: BaseException) -> str | None:
+    """One line for a write that a read-only or forbidden place refused mid-run (a folder of the run
+    made unwritable, or remounted read-only, while it trained), or None: it named the file and the
+    errno, under a 40-frame traceback."""
+    import os
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) and exc.filename:
+            where = Path(str(exc.filename)).parent
+            return (f"cannot write {exc.filename}: {os.strerror(exc.errno).lower()}; make {where} writable again and "
+                    f"continue the run with resume=auto (the checkpoints written so far are kept)")
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def disk_full_message(folder: Path | str, n_params: int | None) -> str:
     """One line: the folder, its free space, and what a checkpoint of this model takes (fp32
     weights and AdamW's two moments)."""

@@ -160,6 +160,54 @@ def test_a_full_disk_is_one_line_a_record_and_no_temporary_file(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_disk_that_fills_mid_epoch_is_one_line_and_a_true_record(tmp_path):
+    """Issue 52: the disk runs full after step 8 of 18, in the middle of epoch 1, while the timeline,
+    TensorBoard and the log go on writing: one line, exit 1, a record that says so (or, where even it
+    could not be written, no record claiming the run is still running), no temporary or empty file."""
+    for logger in ("none", "tensorboard"):
+        disk = mounted(tmp_path / f"disk-{logger}", "size=2m")
+        try:
+            r = attnexp("train", *QUICK, "maps.enabled=true", "maps.every_n_steps=1", "maps.animation=false",
+                        f"logger={logger}", f"hydra.run.dir={disk / 'run'}",
+                        "+callbacks.fill._target_=helpers.killers.FillDiskAt", f"+callbacks.fill.path={disk / 'filler'}",
+                        "+callbacks.fill.step=8", cwd=tmp_path)
+            assert r.returncode == 1, (logger, r.stderr[-2000:])
+            assert "Traceback" not in r.stderr and "Exception in thread" not in r.stderr, r.stderr[-3000:]
+            lines = [x for x in r.stderr.splitlines() if x.startswith("attnexp:")]
+            assert len(lines) == 1 and lines[0].startswith(f"attnexp: disk full: {disk / 'run'} has "), r.stderr[-2000:]
+            s = json.loads((disk / "run" / "summary.json").read_text())
+            assert s["status"] == "failed" and s["error"].startswith("disk full"), (logger, s["status"])
+            assert not [p for p in disk.rglob("*") if p.name.endswith(".tmp")]
+            assert not [p for p in disk.rglob("*") if p.is_file() and p.stat().st_size == 0], logger
+        finally:
+            unmount(disk)
+
+
+@pytest.mark.slow
+def test_a_maps_folder_made_unwritable_mid_run_is_one_line_and_the_run_continues_after(tmp_path):
+    """Issue 52: maps/ remounted read-only after step 8 (the timeline appends a reading every step).
+    Before: the timeline's OSError under a 40-frame traceback. Now one line naming the file and what to
+    do, a record that says the same, the step's checkpoint kept; writable again, resume=auto finishes."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a read-only filesystem over a folder needs root and mount(8)")
+    run = tmp_path / "run"
+    args = [*QUICK, "maps.enabled=true", "maps.every_n_steps=1", "maps.animation=false", f"hydra.run.dir={run}"]
+    r = attnexp("train", *args, "+callbacks.ro._target_=helpers.killers.ReadOnlyAt", f"+callbacks.ro.path={run / 'maps'}",
+                "+callbacks.ro.step=8", cwd=tmp_path)
+    try:
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
+        said = f"cannot write {run / 'maps' / 'timeline.jsonl'}: read-only file system; make {run / 'maps'} writable again"
+        assert r.stderr.strip().startswith(f"attnexp: {said}") and len(r.stderr.strip().splitlines()) == 1, r.stderr[-2000:]
+        s = json.loads((run / "summary.json").read_text())
+        assert s["status"] == "failed" and s["error"].startswith(said) and s["resume_checkpoint"].endswith("on_exception.ckpt")
+    finally:
+        unmount(run / "maps")
+    r = attnexp("train", *args, "resume=auto", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads((run / "summary.json").read_text())["steps"] == 3 * STEPS_PER_EPOCH
+
+
+@pytest.mark.slow
 def test_a_kill_during_a_checkpoint_save_leaves_no_temporary_file(tmp_path):
     run = tmp_path / "run"
     r = attnexp("train", *QUICK, f"hydra.run.dir={run}", "+callbacks.kill._target_=helpers.killers.KillDuringSave",

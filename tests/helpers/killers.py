@@ -53,3 +53,34 @@ class KillDuringSave(L.Callback):
             return real(obj, f, *args, **kwargs)
 
         torch.save = save
+
+
+class FillDiskAt(L.Callback):
+    """Fills the filesystem of `path` (a file it writes until no space is left) right after optimizer
+    step `step`, mid-epoch: the disk runs full while the run goes on writing."""
+
+    def __init__(self, path: str, step: int):
+        self.path, self.step = Path(path), step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step == self.step and not self.path.exists():
+            with open(self.path, "wb", buffering=0) as f:
+                try:
+                    while True:
+                        f.write(b"\0" * 4096)
+                except OSError:
+                    pass
+
+
+class ReadOnlyAt(L.Callback):
+    """Mounts a read-only filesystem over the folder `path` right after optimizer step `step` (root
+    only): what a folder made unwritable mid-run looks like to the run (EROFS on every write there)."""
+
+    def __init__(self, path: str, step: int):
+        self.path, self.step = Path(path), step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step == self.step:
+            import subprocess
+
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "ro", "tmpfs", str(self.path)], check=True)
