@@ -13,11 +13,9 @@ class TextEncoder:
         if kind == "words":
             self.vocab = Vocab(payload)
         elif kind == "tokenizer":
-            from tokenizers import Tokenizer
+            from attnexp.data.tokenizer import finish, from_text
 
-            from attnexp.data.tokenizer import finish
-
-            self.tok = finish(Tokenizer.from_str(payload), max_len)
+            self.tok = finish(from_text(payload), max_len)
         else:
             raise ValueError(f"Unknown encoder kind {kind!r}")
 

@@ -88,6 +88,28 @@ MAX_TOKENIZER_BYTES = 64 << 20  # a BERT tokenizer.json is ~0.7 MB, XLM-R's 17 M
 MAX_VOCAB = 10_000_000
 
 
+def from_text(text: str) -> Tokenizer:
+    """Tokenizer.from_str for a stranger's tokenizer.json: a part the Rust library cannot build (a
+    Precompiled normalizer whose charsmap is garbage) panics there, which reaches Python as pyo3's
+    PanicException, a BaseException that `except Exception` lets through, after Rust's panic hook has
+    printed its own lines to the process's stderr. Both are caught here: a ValueError of one line."""
+    import os
+    import tempfile
+
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as said:
+        os.dup2(said.fileno(), 2)  # Rust's hook writes to file descriptor 2, not to sys.stderr
+        try:
+            return Tokenizer.from_str(text)
+        except BaseException as e:
+            if type(e).__name__ != "PanicException":
+                raise
+            raise ValueError(f"the tokenizers library failed on it: {' '.join(str(e).split())[:120]}") from None
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 def read_tokenizer(spec: str, key: str) -> Tokenizer:
     """A tokenizer.json path (or a hub name), read as data with its size checked first: a file
     over 64 MB, not UTF-8, not a tokenizer, or with a vocabulary over 10 million is one line."""
@@ -112,7 +134,7 @@ def read_tokenizer(spec: str, key: str) -> Tokenizer:
         raise ConfigError(f"{key}={spec!r} is not UTF-8 text (byte {e.start}: {e.reason}); give a tokenizer.json "
                           f"that tokenizers saved") from None
     try:
-        tok = Tokenizer.from_str(text)
+        tok = from_text(text)
     except Exception as e:  # noqa: BLE001
         raise ConfigError(f"{key}={spec!r} is not a tokenizer.json tokenizers can read ({str(e)[:80]})") from None
     if tok.get_vocab_size() > MAX_VOCAB:

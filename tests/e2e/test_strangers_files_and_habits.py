@@ -82,6 +82,44 @@ def test_a_wordpiece_tokenizer_without_its_unknown_token_is_one_line(trained, ca
     assert "\n" not in err
 
 
+def precompiled_garbage(data):
+    """A tokenizer whose normalizer is a Precompiled charsmap of four junk bytes: the tokenizers
+    library panics building it (pyo3's PanicException, a BaseException, after Rust's own lines)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel(vocab={"[PAD]": 0, "[CLS]": 1, "[SEP]": 2, "[UNK]": 3, "the": 4}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    d = json.loads(tok.to_str())
+    d["normalizer"] = {"type": "Precompiled", "precompiled_charsmap": "AAAA"}
+    encoder(data).update(kind="tokenizer", payload=json.dumps(d))
+
+
+def test_a_tokenizer_the_library_panics_on_is_one_line(trained, tmp_path, capfd):
+    """Issue 52. Before: Rust's panic lines on stderr, then pyo3's PanicException (a BaseException:
+    no `except Exception` caught it) under a traceback, from a checkpoint's tokenizer and from
+    data.tokenizer=FILE alike."""
+    from attnexp.cli import main
+
+    bad = forged(trained, "panics", precompiled_garbage)
+    assert main(["maps", f"ckpt={bad}", "text=the cat", f"out={tmp_path / 'm'}"]) == 2
+    err = capfd.readouterr().err.strip()
+    assert err.startswith(f"attnexp maps: ckpt={str(bad)!r} holds a tokenizer that cannot be read (the tokenizers "
+                          "library failed on it: Precompiled"), err
+    assert "\n" not in err and "panicked" not in err
+    from tokenizers import Tokenizer, models
+
+    tok = Tokenizer(models.WordLevel(vocab={"[PAD]": 0, "[CLS]": 1, "[SEP]": 2, "[UNK]": 3}, unk_token="[UNK]"))
+    d = json.loads(tok.to_str())
+    d["normalizer"] = {"type": "Precompiled", "precompiled_charsmap": "AAAA"}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(d))
+    from attnexp.config import ConfigError
+    from attnexp.data.tokenizer import read_tokenizer
+
+    with pytest.raises(ConfigError, match="is not a tokenizer.json tokenizers can read .the tokenizers library failed"):
+        read_tokenizer(str(tmp_path / "tokenizer.json"), "data.tokenizer")
+    assert "panicked" not in capfd.readouterr().err
+
+
 def test_weights_that_are_not_numbers_are_said_by_every_reader(trained, tmp_path, capsys):
     """Before: `sample` gave a traceback ("probability tensor contains inf, nan"), and `maps` and
     `api.load().scores()` drew and returned NaN without a word."""
