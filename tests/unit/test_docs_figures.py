@@ -264,3 +264,38 @@ def test_the_batch_and_nanogpt_loop_figures_quoted_are_the_benchmarks_files():
                f"{med['default']['step_ms'] / base:.3f}x |")
         assert row in page, row
         assert med["lean"]["step_ms"] / base <= 1.05  # the issue's target on the CPU
+
+
+def test_the_gpu_windows_figures_quoted_are_their_own_folders_files():
+    """docs/gpu.md quoted the first GPU window's figures (27% / 31% MFU, +19%) from files the second
+    window had written over (issue 55): each window now has a folder of its own under
+    scripts/results/gpu/, and each figure of the page's first paragraph is computed here from it."""
+    import json
+    import statistics
+
+    gpu = REPO / "scripts" / "results" / "gpu"
+    page = " ".join((REPO / "docs" / "gpu.md").read_text().split())
+    first, second = gpu / "2026-11-24_h100", gpu / "2026-11-26_h100"
+    load = lambda folder, name: json.loads((folder / name).read_text())  # noqa: E731
+    kernels = load(first, "kernels_cuda.json")
+    sdpa = [r for r in kernels["results"] if r["backend"] == "sdpa"]
+    at_4096 = {r["head_dim"]: r["bare_tflops"] / kernels["peak_tflops"] for r in sdpa
+               if r["T"] == 4096 and r["mask"] == "causal" and r["variant"] == "mha"}
+    mfu = {r["compile"]: r["mfu"] for r in load(first, "model_cuda.json")["results"] if r["model"] == "gpt2-small"}
+    lean = load(first, "framework_overhead_gpu_gpt2.json")["median"]
+    news = load(first, "newsgroups_gpu_preset.json")["settings"]["raw"]
+    model2 = [r for r in load(second, "model_cuda.json")["results"] if r["arm"] == "attnexp"]
+    over2 = load(second, "framework_overhead_gpu_gpt2.json")
+    busy = [a["gpu_busy_pct"] for a in over2["profile"].values()]
+    quoted = [f"median {statistics.median(r['ours_vs_bare'] for r in sdpa):.3f}x a bare SDPA call",
+              f"at {at_4096[64]:.0%} (head dim 64) and {at_4096[128]:.0%} (128)",
+              f"GPT-2-small at {mfu[False]:.0%} MFU, {mfu[True]:.0%} compiled",
+              f"the framework +{lean['lean']['step_ms'] / lean['plain']['step_ms'] - 1:.0%} a step over the plain loop",
+              f"from scratch {news['test_acc']:.3f} in {news['train_time_s']:.0f} s of training",
+              *(f"{r['vs_nanogpt']:.3f}x {'compiled' if r['compile'] else 'eager'}" for r in model2),
+              f"({max(r['mfu'] for r in model2):.1%} MFU",
+              f"{over2['ratios']['default_vs_bare']['step_ms']:.3f}x bare Lightning and "
+              f"{over2['ratios']['default_vs_plain']['step_ms']:.3f}x the plain loop",
+              f"the GPU {min(busy):.0f}–{max(busy):.0f}% busy"]
+    for q in quoted:
+        assert q in page, q
