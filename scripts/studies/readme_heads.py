@@ -43,7 +43,11 @@ def importance(run: Path | None) -> dict:
     s = json.loads((run / "summary.json").read_text())
     epochs, imps, rows = importance_rows(run, {h["epoch"]: h.get("val/acc") for h in s["metrics"]["history"]})
     importance_figure(epochs, imps, rows, s["attention"]["name"])
-    (OUT / "heads_over_epochs.json").write_text(json.dumps({"run": str(run), "epochs": rows}, indent=2) + "\n")
+    sys.path.insert(0, str(REPO / "scripts"))
+    from common import provenance
+
+    (OUT / "heads_over_epochs.json").write_text(json.dumps({"run": str(run), "made": provenance(), "epochs": rows},
+                                                           indent=2) + "\n")
     return {"run": str(run), "last": rows[-1]}
 
 
@@ -60,6 +64,7 @@ def importance_rows(run: Path, acc: dict) -> tuple[list[int], list, list[dict]]:
         imps.append(st["importance"])
         best = np.unravel_index(int(np.argmax(st["induction"])), st["induction"].shape)
         rows.append({"epoch": e, "val_acc": acc.get(e), "heads_90": heads_for_share(st["importance"]),
+                     "importance": np.round(np.asarray(st["importance"], dtype=float), 4).tolist(),  # nats, (L, H)
                      "induction_best": float(st["induction"][best]), "induction_head": f"L{best[0]}H{best[1]}",
                      "alignment_best": float(st["alignment"].max()),
                      "alignment_head": "L{}H{}".format(*np.unravel_index(int(np.argmax(st["alignment"])),

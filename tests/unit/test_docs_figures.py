@@ -299,3 +299,34 @@ def test_the_gpu_windows_figures_quoted_are_their_own_folders_files():
               f"the GPU {min(busy):.0f}–{max(busy):.0f}% busy"]
     for q in quoted:
         assert q in page, q
+
+
+def test_the_importance_over_training_figures_are_the_result_file():
+    """docs/maps.md's importance paragraph quoted the best induction score as 0.31 from a file written
+    before the score had its repeat-free control (rerun: 0.09), and "alignment 0.90 ... 0.05" of an
+    older preset with no file at all (issue 55): rerun, removed, and each figure read here from
+    scripts/results/images/heads_over_epochs.json."""
+    import json
+
+    rows = json.loads((REPO / "scripts" / "results" / "images" / "heads_over_epochs.json").read_text())["epochs"]
+    page = " ".join((REPO / "docs" / "maps.md").read_text().split())
+    last = rows[-1]
+    layer0, layer1 = last["importance"]
+    same = next(r["epoch"] for k, r in enumerate(rows)
+                if all(x["induction_head"] == x["alignment_head"] for x in rows[k:]))
+    for q in (f"silencing one costs {min(layer0):.1f}–{max(layer0):.1f} nats",
+              f"layer 1's {sum(layer1) / len(layer1):.1f} each",
+              f"{last['heads_90']} of {len(layer0) + len(layer1)} heads carry 90% of the importance",
+              f"From epoch {same} on, the best head by Olsson's induction score and the best by the task's alignment are "
+              f"the same head (L{last['induction_head'][1]} H{last['induction_head'][3]})",
+              f"({last['induction_best']:.2f} and {last['alignment_best']:.2f} at the end"):
+        assert q in page, q
+
+
+def test_the_older_induction_presets_accuracy_is_the_result_file():
+    import json
+
+    rows = json.loads((REPO / "scripts" / "results" / "induction_preset_cpu.json").read_text())["results"]
+    acc = [r["test acc"] for r in rows if r["arm"] == "preset (learned positions)"]
+    page = " ".join((REPO / "docs" / "maps.md").read_text().split())
+    assert f"its test accuracy is {min(acc):.2f}–{max(acc):.2f} ({len(acc)} seeds" in page
