@@ -97,3 +97,27 @@ def test_the_defaults_are_the_calibrations_choice():
     d = MapsConfig()
     assert (d.llc_lr, d.llc_nbeta, d.llc_localization, d.llc_chains, d.llc_draws) == \
         (choice["lr"], choice["nbeta"], choice["localization"], choice["chains"], choice["draws"])
+
+
+def test_the_viewers_strip_draws_the_llc_and_its_critical_points(tmp_path):
+    """maps.llc: the viewer's strip gets a panel of the LLC where it was estimated, its critical points
+    dashed; what was drawn is said in the canvas's aria-label (read in Chromium)."""
+    import re
+
+    from attnexp.maps.html import Viewer, timeline_data
+    from helpers.browser import CHROMIUM, dump_dom
+
+    if CHROMIUM is None:
+        pytest.skip("needs Debian's chromium (apt-get install chromium); .ci/run installs it")
+    values = [np.nan, 5, 10, 15, 20, 20.2, 20.1, 20, 14, 8, 2]
+    t = tl.Timeline(1, 1, [tl.Reading(s, 0, {"induction": np.zeros((1, 1))}, loss=1.0, llc=None if v != v else v)
+                           for s, v in zip(range(0, 1100, 100), values)])
+    moved = llc.changes(t)
+    data = timeline_data(t, [], ("induction",), moved)
+    assert data["stages"] == [400, 700] and data["llc"][0] is None and data["llc"][4] == 20.0
+    v = Viewer([["a", "b"]], 64)
+    v.add(-1, np.full((1, 1, 1, 2, 2), 0.5, dtype=np.float32))
+    page = tmp_path / "viewer.html"
+    v.write(page, "t", layers=1, heads=1, timeline=data)
+    label = re.search(r'aria-label="(heads timeline[^"]*)"', dump_dom(page)).group(1)
+    assert "the LLC at 10 readings, 2 critical points" in label
