@@ -330,3 +330,27 @@ def test_the_older_induction_presets_accuracy_is_the_result_file():
     acc = [r["test acc"] for r in rows if r["arm"] == "preset (learned positions)"]
     page = " ".join((REPO / "docs" / "maps.md").read_text().split())
     assert f"its test accuracy is {min(acc):.2f}–{max(acc):.2f} ({len(acc)} seeds" in page
+
+
+def test_the_llc_stages_and_calibration_quoted_are_the_result_files():
+    """docs/maps.md's LLC section (issue 53 item 2): the table is llc_stages.py's docs_rows() of its
+    file, and the calibration's and the cost's figures are computed from the two files."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("llc_stages", REPO / "scripts" / "studies" / "llc_stages.py")
+    stages = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stages)
+    raw = (REPO / "docs" / "maps.md").read_text()
+    assert stages.docs_rows() in raw
+    page = " ".join(raw.split())
+    res = REPO / "scripts" / "results"
+    cal = json.loads((res / "llc_calibration_cpu.json").read_text())
+    formed = {r["lr"]: r["llc"] for r in cal["results"] if r["checkpoint"].startswith("formed") and r["nbeta"] == 10}
+    assert f"is {cal['choice']['lr']:.0e}".replace("e-03", "e-3") + f" at nβ {cal['choice']['nbeta']:g}" in page
+    assert f"{formed[1e-3]:.1f} at 1e-3, {formed[3e-3]:.1f} at 3e-3, {formed[1e-2]:.1f} at 1e-2" in page
+    rows = json.loads((res / "llc_stages_cpu.json").read_text())["results"]
+    for arm, run in (("synthetic", "synthetic run"), ("text", "text run")):
+        llc_s = [r["LLC s"] for r in rows if r["arm"] == arm]
+        wall = [r["wall s"] for r in rows if r["arm"] == arm]
+        assert f"{min(llc_s):.0f}–{max(llc_s):.0f} s of a {min(wall):.0f}–{max(wall):.0f} s {run}" in page, arm
