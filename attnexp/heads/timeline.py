@@ -256,6 +256,8 @@ def _parse(text: str, path: Path, strict: bool) -> tuple[Timeline, int]:
 def _reading(line: str, layers: int, heads: int, path: Path, n: int) -> Reading:
     try:
         d = json.loads(line)
+        if not all(type(d[k]) is int for k in ("step", "epoch")):  # true is no step 1, nor 5.7 step 5
+            raise TypeError("step and epoch are whole numbers")
         values = {str(k): np.asarray(v, dtype=float) for k, v in d["values"].items()}
         num = lambda x: None if x is None else float(x)  # noqa: E731
         r = Reading(int(d["step"]), int(d["epoch"]), values,

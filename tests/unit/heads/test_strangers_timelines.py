@@ -46,6 +46,16 @@ def test_a_damaged_timeline_is_read_or_refused_in_one_line(tmp_path, how, where)
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
 
 
+@pytest.mark.parametrize("step", [True, 5.7, "5"])
+def test_a_step_that_is_not_a_whole_number_is_not_a_reading(tmp_path, step):
+    """Found by the property test above: a reading whose step was `true` was read as step 1."""
+    path = tmp_path / "timeline.jsonl"
+    path.write_text(damaged(good_lines(), ("field", ("step", step)), 1, first_record=1))
+    with pytest.raises(tl.TimelineError, match="line 2 is not a reading"):
+        tl.read(path)
+    assert tl.salvage(path)[0].steps.tolist() == [5, 10, 20, 40]
+
+
 def test_an_oversized_timeline_is_refused_before_it_is_read(tmp_path):
     path = tmp_path / "timeline.jsonl"
     path.write_text("\n".join(good_lines()) + "\n")
