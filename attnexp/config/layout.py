@@ -8,6 +8,7 @@ wrote is recorded in its summary.json (attention_maps.written); this says where 
     <run>/checkpoints/last.ckpt     the newest state (best-epochNN.ckpt, step-NNNNNNN.ckpt beside it)
     <run>/maps/viewer.html          the attention viewer; evolution_exK.gif, timeline.jsonl, timeline.png
     <sweep>/results.md, results.csv, results_groups.csv, optuna_results.json
+    <eval>/summary.json, predictions.json   `attnexp eval`'s folder (a classifier's predictions, in split order)
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ TIMELINE = "timeline.jsonl"
 TIMELINE_PICTURE = "timeline.png"
 SWEEP_TABLE, SWEEP_CSV, SWEEP_GROUPS_CSV = "results.md", "results.csv", "results_groups.csv"
 STUDY_RESULTS = "optuna_results.json"
+PREDICTIONS = "predictions.json"  # <eval folder>/: a classifier's prediction for each example of the split
 
 
 def gif(example: int) -> str:

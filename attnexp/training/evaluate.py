@@ -106,13 +106,15 @@ def evaluate(ckpt_path: str | Path, split: str | None = None, overrides: list[st
     module.load_state_dict(ckpt["state_dict"])
     module.stage_prefix["test"] = split
     dm.eval_split = split
+    kept = Kept()
     trainer = L.Trainer(accelerator="auto", devices=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False)
+                        enable_model_summary=False, callbacks=[kept])
     metrics = (trainer.test(module, datamodule=dm, verbose=False) or [{}])[0]
+    predicted = kept.in_split_order(dm)
     existed = bool(out) and Path(out).is_dir()
     folder = draw.out_folder(str(out) if out else None, path.parent.parent / "eval" / f"{path.stem}_{split}")
     try:
-        return write_evaluation(folder, path, split, metrics, cfg, dm, task, model, t0)
+        return write_evaluation(folder, path, split, metrics, cfg, dm, task, model, t0, predicted)
     except BaseException:  # a stop signal or a failure while writing: no half folder (an empty out= stays)
         for p in sorted(folder.rglob("*"), reverse=True) if existed else ():
             p.rmdir() if p.is_dir() else p.unlink(missing_ok=True)
@@ -121,13 +123,54 @@ def evaluate(ckpt_path: str | Path, split: str | None = None, overrides: list[st
         raise
 
 
-def write_evaluation(folder: Path, path: Path, split: str, metrics: dict, cfg, dm, task, model, t0: float) -> dict:
-    """The evaluation's folder: its summary.json (kind `eval`, written last) and the split's maps."""
+def Kept():
+    """A callback keeping a classifier's predictions and labels of every test batch on the device (no
+    host read a batch), then in the split's order: what a paired test of two models needs."""
+    import lightning as L
+    import torch
+
+    class KeptPredictions(L.Callback):
+        def __init__(self):
+            self.batches = []
+
+        def on_test_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
+            if getattr(pl_module, "test_pred", None) is not None:
+                self.batches.append(pl_module.test_pred)
+
+        def in_split_order(self, dm) -> dict | None:
+            """{"label": [...], "pred": [...]}, example i of the split at i; None for a language model."""
+            if not self.batches:
+                return None
+            order = [i for _, i in (x for b in dm.test_dataloader().batch_sampler for x in b)]
+            pred, label = (torch.cat([b[k] for b in self.batches]).cpu().tolist() for k in (0, 1))
+            if len(order) != len(pred):
+                return None
+            out = {"label": [0] * len(order), "pred": [0] * len(order)}
+            for k, i in enumerate(order):
+                out["label"][i], out["pred"][i] = int(label[k]), int(pred[k])
+            return out
+
+    return KeptPredictions()
+
+
+def write_evaluation(folder: Path, path: Path, split: str, metrics: dict, cfg, dm, task, model, t0: float,
+                     predicted: dict | None = None) -> dict:
+    """The evaluation's folder: its summary.json (kind `eval`, written last), a classifier's
+    predictions.json and the split's maps."""
     record = {**summary.header(Status.COMPLETED, None, folder), "kind": "eval", "checkpoint": str(path.resolve()),
               "split": split, "metrics": {"final": {}, "best": None, "history": [],
                                           "test": {k: round(float(v), 6) for k, v in sorted(metrics.items())}},
               "data": {"name": cfg.name, f"n_{split}": len(dm.splits[split]), "identity": dm.identity()},
               "task": summary.task_record(task), "wall_time_s": round(time.time() - t0, 2), "versions": summary.versions()}
+    if predicted is not None:
+        import json
+
+        from attnexp.config import layout
+        from attnexp.config.paths import whole
+
+        with whole(folder / layout.PREDICTIONS) as tmp:
+            tmp.write_text(json.dumps({"split": split, **predicted}, separators=(",", ":")))
+        record["predictions"] = layout.PREDICTIONS
     draw_split_maps(model, dm, split, folder)
     summary.write(folder / summary.NAME, record)
     return record

@@ -69,7 +69,7 @@ NEWSGROUPS = {  # tag: overrides on top of experiment=newsgroups, tried in this 
     "d384_l6_1024": ["model.d_model=384", "model.n_heads=6", "model.n_layers=6", "data.max_len=1024",
                      "trainer.max_epochs=12", "optim.lr=3e-4", "data.batch_size=64"],
 }
-FINETUNE_RUNS = 4  # the fine-tune's trainings: finetune.py's three candidates, then the chosen one on cleaned posts
+FINETUNE_RUNS = 6  # the fine-tune's trainings: finetune.py's three candidates, the chosen one with 2 more seeds, then on cleaned posts
 # the SVM baseline as --baseline-only computed it on the CPU (same posts): fitting it again costs ~1 min a setting
 BASELINE = f"--baseline-from={REPO / 'scripts' / 'results' / 'newsgroups_baseline.json'}"
 PRETRAINED = REPO.parent / "shared" / "models" / "all-MiniLM-L6-v2"
@@ -171,7 +171,8 @@ def commands(args, out: Path, pretrained: Path) -> dict[str, list[tuple[str, lis
                                                "data.max_len=128"], 240 if s else 540, "text_formation.log")],
         # scripts/studies/finetune.py's GRID on raw posts, the best on validation tested once, then on cleaned posts
         "finetune": [("finetune", [py, "scripts/studies/finetune.py", "--choose", f"--out={out}", f"--model={pretrained}",
-                                   f"--minutes={0.5 if s else args.finetune_minutes}", *(["--smoke"] if s else []),
+                                   f"--minutes={0.5 if s else args.finetune_minutes}",
+                                   *(["--smoke", "--more-seeds=1"] if s else []),
                                    *([f"--data={Path(args.newsgroups_path).resolve()}"] if args.newsgroups_path else [])],
                       240 if s else 60 * (FINETUNE_RUNS * args.finetune_minutes + 2.5), "finetune.log")],
     }

@@ -75,16 +75,18 @@ def reference_lines(ref: dict, digits: int = 4) -> list[str]:
                                                              f"neither column") for k, v in ref.items()]
 
 
-def grid_run(tag: str, setting: str, args, out_root: Path) -> dict:
-    """One candidate trained (test=false): its best validation accuracy, epochs and time."""
-    overrides = ["experiment=newsgroups_minilm", "logger=csv", "trainer.enable_progress_bar=false",
+def grid_run(tag: str, setting: str, args, out_root: Path, seed: int | None = None) -> dict:
+    """One candidate trained (test=false; `seed`: other than the preset's): its best validation
+    accuracy, epochs and time."""
+    overrides = [*([f"seed={seed}"] if seed is not None else []), "experiment=newsgroups_minilm", "logger=csv",
+                 "trainer.enable_progress_bar=false",
                  f"model.init=hf:{args.model}", f"data.path={args.data}", *SETTINGS[setting], *GRID_BASE, *GRID[tag],
                  f"trainer.max_time=00:00:{int(args.minutes):02d}:{round(60 * (args.minutes % 1)):02d}", *args.overrides]
     if args.smoke:
         overrides += ["data.limit=64", "data.max_len=32", "trainer.max_epochs=2", "data.batch_size=16"]
     t0 = time.perf_counter()
-    s = train(load_run(compose(overrides, out_root / f"{tag}-{setting}")))
-    row = {"candidate": tag, "setting": setting, "status": s["status"],
+    s = train(load_run(compose(overrides, out_root / f"{tag}-{setting}{'' if seed is None else f'-seed{seed}'}")))
+    row = {"candidate": tag, "setting": setting, "seed": s["seed"], "status": s["status"],
            "best_val_acc": (s["metrics"]["best"] or {}).get("value"), "best_epoch": best_epoch(s["checkpoints"]["best"]),
            "epochs": s["epochs"], "steps": s["steps"], "train_time_s": s["train_time_s"],
            "wall_s": round(time.perf_counter() - t0, 1), "tokens_per_s": s["tokens_per_s"], "device": s["device"],
@@ -99,10 +101,21 @@ def best_epoch(checkpoint: str | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def tested(row: dict) -> dict:
-    """The test split, read once: the kept checkpoint of `row` scored by `attnexp eval`."""
-    m = evaluate(row["checkpoint"], split="test", data_overrides=own_data(row["checkpoint"]))["metrics"]["test"]
-    return {**row, "test_acc": m.get("test/acc"), "test_f1_macro": m.get("test/f1_macro")}
+def tested(row: dict, baseline: dict | None = None) -> dict:
+    """The test split, read once: the kept checkpoint of `row` scored by `attnexp eval`, and each
+    post's prediction (its predictions.json) compared pair by pair with the baseline's on the same
+    posts (scripts/paired.py: McNemar's exact test, a paired bootstrap interval)."""
+    from paired import compare
+
+    e = evaluate(row["checkpoint"], split="test", data_overrides=own_data(row["checkpoint"]))
+    m, kept = e["metrics"]["test"], json.loads((Path(e["run_dir"]) / e["predictions"]).read_text())
+    paired = None
+    if baseline is not None:
+        if baseline["label"] != kept["label"]:
+            raise SystemExit("finetune.py: the baseline's test posts are not these (newsgroups_baseline_predictions.json "
+                             "was written on other data: rerun scripts/studies/newsgroups.py --baseline-only)")
+        paired = compare(baseline["pred"], kept["pred"], kept["label"])
+    return {**row, "test_acc": m.get("test/acc"), "test_f1_macro": m.get("test/f1_macro"), "paired_vs_baseline": paired}
 
 
 def choose_on_validation(args, out: Path) -> dict:
@@ -124,12 +137,39 @@ def choose_on_validation(args, out: Path) -> dict:
         save()
     done = [r for r in result["candidates"] if r["best_val_acc"] is not None]
     best = max(done, key=lambda r: r["best_val_acc"])  # max keeps the first of equals: GRID's order
-    result["chosen"] = {"raw": tested(best)}
+    base = baseline_predictions(args.smoke)
+    result["chosen"] = {"raw": tested(best, base.get("raw"))}
     save()
-    result["chosen"]["clean"] = tested(grid_run(best["candidate"], "clean", args, out_root))
+    # the chosen setting again with other seeds: a claim against the baseline needs every seed's paired test
+    result["seeds"] = [result["chosen"]["raw"]]
+    for seed in args.more_seeds:
+        result["seeds"].append(tested(grid_run(best["candidate"], "raw", args, out_root, seed=seed), base.get("raw")))
+        save()
+    result["verdict_raw"] = verdict_of(result["seeds"])
+    save()
+    result["chosen"]["clean"] = tested(grid_run(best["candidate"], "clean", args, out_root), base.get("clean"))
     save()
     print(choice_markdown(result))
     return result
+
+
+def baseline_predictions(smoke: bool) -> dict:
+    """TF-IDF + SVM's prediction for each test post, raw and cleaned (newsgroups.py --baseline-only);
+    {} for a smoke run (other posts) or where the file is missing."""
+    path = RESULTS / "newsgroups_baseline_predictions.json"
+    return {} if smoke or not path.is_file() else json.loads(path.read_text())
+
+
+def verdict_of(seeds: list[dict]) -> dict:
+    """The seeds' spread and what the docs may say against the baseline (paired.verdict)."""
+    from paired import verdict
+
+    accs = [r["test_acc"] for r in seeds if r.get("test_acc") is not None]
+    paired = [r["paired_vs_baseline"] for r in seeds if r.get("paired_vs_baseline")]
+    return {"seeds": [r.get("seed") for r in seeds], "test_acc": accs,
+            "mean": round(float(np.mean(accs)), 4) if accs else None,
+            "sd": round(float(np.std(accs, ddof=1)), 4) if len(accs) > 1 else None,
+            "verdict": verdict(paired) if len(paired) == len(seeds) and paired else "not compared"}
 
 
 def choice_markdown(result: dict) -> str:
@@ -145,6 +185,18 @@ def choice_markdown(result: dict) -> str:
         lines.append(markdown_table([[r["candidate"], s, f"{r['best_val_acc'] or 0:.4f}", f"{r['test_acc']:.4f}",
                                       f"{r['test_f1_macro']:.4f}", f"{r['train_time_s']:.0f} s"] for s, r in chosen.items()],
                                     ["candidate", "posts", "val acc", "test acc", "macro-F1", "train time"]))
+    if result.get("seeds"):
+        pv = lambda r: r.get("paired_vs_baseline") or {}  # noqa: E731
+        lines += ["", "The chosen setting's seeds against TF-IDF + SVM on the same raw test posts (McNemar's exact "
+                      "test on the posts one of the two gets right; a paired bootstrap 95% interval of the difference):", ""]
+        lines.append(markdown_table([[r.get("seed"), f"{r['test_acc']:.4f}", pv(r).get("b_only", "-"),
+                                      pv(r).get("a_only", "-"), f"{pv(r)['p']:.3g}" if pv(r) else "-",
+                                      f"{pv(r)['diff']:+.4f} {pv(r)['ci95']}" if pv(r) else "-"] for r in result["seeds"]],
+                                    ["seed", "test acc", "posts only it gets right", "only the baseline", "McNemar p",
+                                     "difference [95%]"]))
+        v = result.get("verdict_raw") or {}
+        lines += ["", f"Seeds: {v.get('mean')} ± {v.get('sd')} over {len(v.get('test_acc', []))}; against the baseline: "
+                      f"**{v.get('verdict')}** (\"above\" only if every seed's paired test and accuracy say so)."]
     lines += ["", "For comparison (bydate test accuracy, raw / cleaned):", ""]
     lines += reference_lines(result["reference"])
     return "\n".join(lines) + "\n"
@@ -257,8 +309,11 @@ def main() -> None:
                     help="write this result file's table again (its rows, today's references; no training)")
     ap.add_argument("--choose", action="store_true", help="GRID's candidates, the best on validation tested once")
     ap.add_argument("--minutes", type=float, default=2.0, help="--choose: each candidate's training time limit")
+    ap.add_argument("--more-seeds", default="1,2", help="--choose: the chosen setting trained again with these seeds "
+                    "(with its own run, 3 seeds), each compared pair by pair with the baseline")
     ap.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
     args = ap.parse_args()
+    args.more_seeds = [int(x) for x in args.more_seeds.split(",") if x.strip()]
     if args.choose:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         choose_on_validation(args, Path(args.out))

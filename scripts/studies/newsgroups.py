@@ -60,12 +60,15 @@ def tfidf_svm(setting: str, overrides: list[str]) -> dict:
         X = vec.fit_transform(text["train"])
         clf = LinearSVC(C=opts["C"]).fit(X, label["train"])
         pred = {k: clf.predict(vec.transform(text[k])) for k in ("val", "test")}
-        tried.append({**opts, "val_acc": accuracy_score(label["val"], pred["val"]),
+        tried.append({**opts, "test_pred": [int(x) for x in pred["test"]], "val_acc": accuracy_score(label["val"], pred["val"]),
                       "test_acc": accuracy_score(label["test"], pred["test"]),
                       "test_f1_macro": f1_score(label["test"], pred["test"], average="macro")})
     chosen = max(tried, key=lambda t: t["val_acc"])
+    predictions = {"label": [int(x) for x in label["test"]], "pred": chosen["test_pred"]}  # each test post's, in order
+    for t in tried:
+        del t["test_pred"]
     accs = [t["test_acc"] for t in tried]
-    return {"chosen_on": "val", "chosen": chosen, "test_acc": round(chosen["test_acc"], 4),
+    return {"predictions": predictions, "chosen_on": "val", "chosen": chosen, "test_acc": round(chosen["test_acc"], 4),
             "test_f1_macro": round(chosen["test_f1_macro"], 4), "test_acc_range": [round(min(accs), 4), round(max(accs), 4)],
             "settings_tried": tried}
 
@@ -231,6 +234,10 @@ def main() -> None:
         for name, b in base.items():
             print(f"{name}: TF-IDF + linear SVM test acc {b['test_acc']} (macro-F1 {b['test_f1_macro']}), chosen on "
                   f"validation of {len(b['settings_tried'])} settings; test acc over them {b['test_acc_range']}")
+        # each test post's label and the chosen setting's prediction, in the split's order (what `attnexp eval`
+        # writes for a model): a paired test of a model against the baseline reads them (scripts/paired.py)
+        kept = {name: b.pop("predictions") for name, b in base.items()}
+        (Path(args.out) / "newsgroups_baseline_predictions.json").write_text(json.dumps(kept, separators=(",", ":")) + "\n")
         (Path(args.out) / "newsgroups_baseline.json").write_text(json.dumps(base, indent=2) + "\n")
         return
 
@@ -256,6 +263,7 @@ def one_setting(name: str, args, limit: str, data_ov: list[str]) -> dict:
     s = train(load_run(compose_cfg(ov, out_dir)))
     test = s["metrics"]["test"]
     base = stored_baseline(args.baseline_from, name, data_ov) or tfidf_svm(name, data_ov)
+    base.pop("predictions", None)  # each post's: newsgroups_baseline_predictions.json (--baseline-only) holds them
     return {"test_acc": test.get("test/acc"), "test_f1_macro": test.get("test/f1_macro"), "chosen_on": "val",
             "tfidf_svm": base, "tfidf_svm_acc": base["test_acc"],
             "gap_pts": round(100 * (base["test_acc"] - test.get("test/acc", 0)), 1),

@@ -55,7 +55,8 @@ def one_run(name: str, seed: int, text: str, args) -> dict:
     return {"candidate": name, "seed": seed, "text": text, "status": s["status"],
             "best_val_acc": (s["metrics"]["best"] or {}).get("value"), "checkpoint": s["checkpoints"]["best"],
             "epochs": s["epochs"], "train_time_s": s["train_time_s"], "wall_s": round(time.perf_counter() - t0, 1),
-            "tokens_per_s": s["tokens_per_s"], "overrides": overrides}
+            "tokens_per_s": s["tokens_per_s"], "overrides": overrides,
+            "device": s.get("device")}  # the run's own (its threads too): runs trained by --only calls differ from the collector
 
 
 def finished(folder: Path, overrides: list[str]) -> dict | None:

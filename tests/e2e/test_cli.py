@@ -315,3 +315,27 @@ def test_tags_reach_the_summary_the_loggers_and_compare(tmp_path, monkeypatch, c
     assert compare_cli([str(tmp_path / "runs"), "tag=baseline"]) == 0
     out = capsys.readouterr().out
     assert "completed" in out and out.count("completed") == 1  # run b has no tag
+
+
+def test_eval_of_a_classifier_writes_each_examples_prediction_in_split_order(tmp_path, capsys):
+    """Issue 55: a paired test of two models (McNemar's, or a paired bootstrap over posts) needs each
+    example's prediction, which no run or eval kept. `attnexp eval` of a classifier now writes
+    predictions.json: the label and the prediction of every example of the split, example i at i,
+    whatever order the (length-bucketed) batches took; they give the accuracy eval reports."""
+    from attnexp.api import compose
+    from attnexp.data import build_datamodule
+    from attnexp.launch.load import load_run
+
+    overrides = ["data=toy", "task=classify", "data.n_sentences=300", "data.bucket=true", "trainer.max_epochs=1",
+                 "logger=none", "maps.enabled=false", "trainer.enable_progress_bar=false", "test=false"]
+    s = train(run_of(overrides, tmp_path / "run"))
+    assert main(["eval", f"ckpt={s['checkpoints']['last']}", "split=val", f"out={tmp_path / 'eval'}"]) == 0
+    e = json.loads((tmp_path / "eval" / "summary.json").read_text())
+    kept = json.loads((tmp_path / "eval" / e["predictions"]).read_text())
+    run = load_run(compose(overrides, tmp_path / "again"))
+    dm = build_datamodule(run.data, run.task, causal=run.attention.causal, seed=run.seed)
+    dm.setup("fit")
+    table = dm.table("val", per_epoch=False)
+    assert kept["split"] == "val" and kept["label"] == [int(x) for x in table.labels.flatten().tolist()]
+    right = sum(p == y for p, y in zip(kept["pred"], kept["label"])) / len(kept["label"])
+    assert right == pytest.approx(e["metrics"]["test"]["val/acc"], abs=1e-6)

@@ -37,6 +37,8 @@ def test_gpu_suite_smoke_runs_every_part(tmp_path):
         vals = [c["best_val_acc"] for c in choice["candidates"]]
         assert len(vals) == 3 and choice["chosen"]["raw"]["candidate"] == choice["candidates"][vals.index(max(vals))]["candidate"]
         assert {t: 0 <= r["test_acc"] <= 1 for t, r in choice["chosen"].items()} == {"raw": True, "clean": True}
+        # the chosen setting again with another seed (smoke: one more; the GPU part two), each tested
+        assert [r["seed"] for r in choice["seeds"]][1:] == [1] and len(choice["verdict_raw"]["test_acc"]) == 2
     ce = json.loads((tmp_path / "cross_entropy_cpu_smoke.json").read_text())
     assert ce["same"]["hits_equal"] and ce["same"]["loss_rel_diff"] < 1e-5 and ce["chunked_vs_full_time"] > 0
     overhead = json.loads((tmp_path / "framework_overhead_cpu.json").read_text())
