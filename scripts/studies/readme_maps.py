@@ -114,8 +114,8 @@ def comparison(report: dict) -> None:
     screenshot(page.as_uri(), OUT / "report.png", "1200,1400")
     groups = sweep_groups(sweep, {"test/acc": True, "val/loss": False})
     report["report"] = {"sweep": str(sweep), "command": " ".join(cmd[1:]), "groups": groups}
-    rows = [{"attention": g, "metric": m, "mean": d["mean"], "sd": d["sd"], "n": d["n"], "best": d["best"],
-             "welch_p_vs_best": d["welch_p_vs_best"]} for g, ms in groups.items() for m, d in ms.items()]
+    rows = [{"attention": g, "metric": m, "mean": d["mean"], "sd": d["sd"], "n": d["n"], "values": d["values"],
+             "best": d["best"], "welch_p_vs_best": d["welch_p_vs_best"]} for g, ms in groups.items() for m, d in ms.items()]
     write_results(RESULTS, "readme_comparison_cpu", {"command": report["report"]["command"]}, rows,
                   "The README's comparison sweep: each metric's mean, sd over seeds, Welch's p against its best group")
 
@@ -140,6 +140,7 @@ def sweep_groups(sweep: Path, metrics: dict[str, bool]) -> dict[str, dict[str, d
         for g, xs in have.items():
             st = stats(xs)
             out.setdefault(g, {})[metric] = {"mean": round(st["mean"], 4), "sd": round(st["std"], 4), "n": st["n"],
+                                             "values": [round(float(x), 6) for x in xs],  # each seed's, as compare read it
                                              "best": g == best,
                                              "welch_p_vs_best": None if g == best else round(welch_p(xs, have[best]), 4)}
     return out

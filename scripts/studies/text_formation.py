@@ -16,6 +16,7 @@ validation windows given a repeat, against the same positions of the plain windo
 
     python scripts/studies/text_formation.py              # ~25 min on 2 cores (2 runs at a time)
     python scripts/studies/text_formation.py --smoke      # tiny, to check the script
+    python scripts/studies/text_formation.py --no-control --tag _smeared attention=smeared   # across variants
 
 Writes scripts/results/text_formation_<device>.{json,md}, images/text_timeline.png (2 layers, seed 0)
 and images/text_control.png (1 layer, seed 0).
@@ -76,6 +77,7 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--out", default=None, help="default: scripts/results")
     ap.add_argument("--tag", default="", help="suffix for the result files (e.g. _plain)")
+    ap.add_argument("--no-control", action="store_true", help="the 2-layer runs only (across variants: attention=V)")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides for every run, e.g. data.repeat_fraction=0.0")
     args = ap.parse_args()
     import torch
@@ -84,7 +86,8 @@ def main() -> None:
     out, root = Path(args.out or RESULTS), Path(tempfile.mkdtemp(prefix="text-formation-"))
     size = (["data.limit=200", "trainer.max_steps=40", "maps.every_n_steps=5", "trainer.val_check_interval=20"]
             if args.smoke else [f"trainer.max_steps={args.steps}", "trainer.val_check_interval=1000"])
-    jobs = [(arm, [*ov, *args.overrides], seed) for arm, ov in MAIN.items() for seed in SEEDS]
+    arms = {k: v for k, v in MAIN.items() if k == "2 layers" or not args.no_control}
+    jobs = [(arm, [*ov, *args.overrides], seed) for arm, ov in arms.items() for seed in SEEDS]
     done = run_all(jobs, root, args.steps, args.smoke, args.workers, preset="induction_text", size=size)
     rows = []
     for (arm, _, seed), run in done:
