@@ -16,7 +16,7 @@ validation windows given a repeat, against the same positions of the plain windo
 
     python scripts/studies/text_formation.py              # ~25 min on 2 cores (2 runs at a time)
     python scripts/studies/text_formation.py --smoke      # tiny, to check the script
-    python scripts/studies/text_formation.py --no-control --tag _smeared attention=smeared   # across variants
+    python scripts/studies/text_formation.py --variants alibi,smeared,causal,differential,softpick,sigmoid --tag _variants
 
 Writes scripts/results/text_formation_<device>.{json,md}, images/text_timeline.png (2 layers, seed 0)
 and images/text_control.png (1 layer, seed 0).
@@ -77,7 +77,9 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--out", default=None, help="default: scripts/results")
     ap.add_argument("--tag", default="", help="suffix for the result files (e.g. _plain)")
-    ap.add_argument("--no-control", action="store_true", help="the 2-layer runs only (across variants: attention=V)")
+    ap.add_argument("--no-control", action="store_true", help="the 2-layer runs only")
+    ap.add_argument("--variants", default=None, help="comma list: across variants, 2 layers each (attention=V), "
+                    "e.g. alibi,smeared,causal,differential,softpick,sigmoid (rotary is the main part)")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides for every run, e.g. data.repeat_fraction=0.0")
     args = ap.parse_args()
     import torch
@@ -87,6 +89,8 @@ def main() -> None:
     size = (["data.limit=200", "trainer.max_steps=40", "maps.every_n_steps=5", "trainer.val_check_interval=20"]
             if args.smoke else [f"trainer.max_steps={args.steps}", "trainer.val_check_interval=1000"])
     arms = {k: v for k, v in MAIN.items() if k == "2 layers" or not args.no_control}
+    if args.variants:  # the same preset with each variant's attention; one pool for all, so no core waits
+        arms = {v: ["model.n_layers=2", f"attention={v}"] for v in args.variants.split(",")}
     jobs = [(arm, [*ov, *args.overrides], seed) for arm, ov in arms.items() for seed in SEEDS]
     done = run_all(jobs, root, args.steps, args.smoke, args.workers, preset="induction_text", size=size)
     rows = []
@@ -102,7 +106,8 @@ def main() -> None:
             "command": "python -m attnexp train experiment=induction_text seed=S model.n_layers=L threads=1 "
                        "logger=none test=false maps.animation=false", "wall_s": round(sum(r["wall s"] for r in rows), 1)}
     table = write_results(out, f"text_formation_{device}{args.tag}", meta, rows,
-                          "Induction heads forming on 20 Newsgroups text richer in repeats: 2 layers against the 1-layer control",
+                          "Induction heads forming on 20 Newsgroups text richer in repeats: " +
+                          ("across variants, 2 layers each" if args.variants else "2 layers against the 1-layer control"),
                           [c for c in rows[0] if c not in ("first induction",)],
                           note="Each run: `python -m attnexp train experiment=induction_text seed=S model.n_layers=L` "
                                "(rotary, attention-only, bytes, windows of 64 each ending in a repeat of an earlier "
@@ -115,7 +120,7 @@ def main() -> None:
     images = out / "images"
     images.mkdir(parents=True, exist_ok=True)
     for (arm, _, seed), run in done:
-        if seed == 0 and not args.smoke and not args.tag:
+        if seed == 0 and not args.smoke and not args.tag and not args.variants:
             name = "text_timeline.png" if arm == "2 layers" else "text_control.png"
             shutil.copyfile(run["dir"] / "maps" / "timeline.png", images / name)
     shutil.rmtree(root, ignore_errors=True)
