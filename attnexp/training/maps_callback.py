@@ -336,7 +336,7 @@ class AttentionMaps(L.Callback):
                                  "steps": [int(t.steps[0]), int(t.steps[-1])],
                                  "formations": [f.as_dict() for f in formed], "changes": [c.as_dict() for c in moved],
                                  **({"change_points_skipped": why} if why else {}),
-                                 **({"llc": self._llc.summary() | llc.stages_said(t)} if self._llc else {})}
+                                 **({"llc": self._llc.summary() | ({} if why else llc.stages_said(t))} if self._llc else {})}
         for f in formed[:12]:
             log.info("heads: %s", f.line())
         if len(formed) > 12:

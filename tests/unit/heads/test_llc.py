@@ -121,3 +121,24 @@ def test_the_viewers_strip_draws_the_llc_and_its_critical_points(tmp_path):
     v.write(page, "t", layers=1, heads=1, timeline=data)
     label = re.search(r'aria-label="(heads timeline[^"]*)"', dump_dom(page)).group(1)
     assert "the LLC at 10 readings, 2 critical points" in label
+
+
+def test_without_change_points_the_llc_is_kept_and_its_stages_are_not_searched(tmp_path, monkeypatch):
+    """maps.llc=true with maps.change_points=false (or without ruptures): the estimates are summed up in
+    summary.json, and no stage search runs (it needs ruptures: the end of the run raised ImportError)."""
+    from types import SimpleNamespace
+
+    from attnexp.config import MapsConfig
+    from attnexp.training.maps_callback import AttentionMaps
+
+    cb = AttentionMaps(MapsConfig(change_points=False, llc=True), tmp_path)
+    cb._writer = tl.Writer(tmp_path / "maps" / tl.FILE)
+    cb._writer.start(None)
+    for s, v in ((0, None), (10, 4.0), (20, 9.0)):
+        cb._writer.append(tl.Reading(s, 0, {"induction": np.zeros((1, 1))}, loss=1.0, llc=v))
+    cb._llc = SimpleNamespace(summary=lambda: {"estimates": 2})
+    monkeypatch.setattr(llc, "stages", lambda *a: (_ for _ in ()).throw(ImportError("ruptures")))
+    cb.finish_timeline(None)
+    cb._drawer.collect(wait=True)
+    assert cb.timeline_summary["llc"] == {"estimates": 2}
+    assert cb.timeline_summary["change_points_skipped"] == "maps.change_points=false"
