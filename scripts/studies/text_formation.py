@@ -70,6 +70,28 @@ def copy_gain(run_dir: Path) -> dict:
             "copy gain": round(out["plain"] - out["repeated"], 3)}
 
 
+def docs_rows(results: Path | None = None) -> str:
+    """docs/maps.md's table of the text preset across variants, from the two result files (rotary:
+    the main part's 2-layer runs; the others: --variants): a test holds the page to it."""
+    import json
+    import statistics
+
+    res = Path(results or RESULTS)
+    rows = [r for r in json.loads((res / "text_formation_cpu.json").read_text())["results"] if r["arm"] == "2 layers"]
+    rows = [{**r, "arm": "rotary"} for r in rows]
+    rows += json.loads((res / "text_formation_cpu_variants.json").read_text())["results"]
+    out = []
+    for arm in dict.fromkeys(r["arm"] for r in rows):
+        mine = sorted((r for r in rows if r["arm"] == arm), key=lambda r: r["seed"])
+        steps = [r["first induction"] for r in mine]
+        formed = [s for s in steps if s is not None]
+        when = ", ".join(f"{s:,}" if s is not None else "none" for s in steps)
+        gain = ", ".join(f"{r['copy gain']:.2f}" for r in mine)
+        icl = statistics.mean(r["icl end"] for r in mine)
+        out.append(f"| {arm} | {len(formed)}/{len(mine)} | {when} | {icl:.2f} | {gain} |")
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=20000, help="training steps a run (batch 32 x 64 tokens)")

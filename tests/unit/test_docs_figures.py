@@ -354,3 +354,17 @@ def test_the_llc_stages_and_calibration_quoted_are_the_result_files():
         llc_s = [r["LLC s"] for r in rows if r["arm"] == arm]
         wall = [r["wall s"] for r in rows if r["arm"] == arm]
         assert f"{min(llc_s):.0f}–{max(llc_s):.0f} s of a {min(wall):.0f}–{max(wall):.0f} s {run}" in page, arm
+
+
+def test_the_text_presets_variants_table_is_the_result_files():
+    """docs/maps.md's table of the text preset across variants (issue 53 item 3) is text_formation.py's
+    docs_rows() of text_formation_cpu.json (rotary) and text_formation_cpu_variants.json."""
+    import importlib.util
+    import sys
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    sys.path.insert(0, str(REPO / "scripts" / "studies"))
+    spec = importlib.util.spec_from_file_location("text_formation", REPO / "scripts" / "studies" / "text_formation.py")
+    tf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tf)
+    assert tf.docs_rows() in (REPO / "docs" / "maps.md").read_text()
