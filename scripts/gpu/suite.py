@@ -69,7 +69,7 @@ NEWSGROUPS = {  # tag: overrides on top of experiment=newsgroups, tried in this 
     "d384_l6_1024": ["model.d_model=384", "model.n_heads=6", "model.n_layers=6", "data.max_len=1024",
                      "trainer.max_epochs=12", "optim.lr=3e-4", "data.batch_size=64"],
 }
-FINETUNE_RUNS = 6  # the fine-tune's trainings: finetune.py's three candidates, the chosen one with 2 more seeds, then on cleaned posts
+FINETUNE_RUNS = 6  # finetune.py's three candidates, the chosen one with 2 more seeds, then on cleaned posts
 # the SVM baseline as --baseline-only computed it on the CPU (same posts): fitting it again costs ~1 min a setting
 BASELINE = f"--baseline-from={REPO / 'scripts' / 'results' / 'newsgroups_baseline.json'}"
 PRETRAINED = REPO.parent / "shared" / "models" / "all-MiniLM-L6-v2"
