@@ -41,17 +41,19 @@ class Diverged(Exception):
 _TORCH_SHORT_WRITE = ("unexpected pos", "PytorchStreamWriter failed writing", "file write failed")
 
 
-def disk_full(exc: BaseException) -> bool:
-    """Whether `exc` (or an exception it came from) is a write that found no space left."""
+def causes(exc: BaseException | None):
+    """`exc` and every exception it came from (__cause__, else __context__), each once."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        if isinstance(exc, RuntimeError) and any(m in str(exc) for m in _TORCH_SHORT_WRITE):
-            return True
+        yield exc
         exc = exc.__cause__ or exc.__context__
-    return False
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether `exc` (or an exception it came from) is a write that found no space left."""
+    return any((isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT))
+               or (isinstance(e, RuntimeError) and any(m in str(e) for m in _TORCH_SHORT_WRITE)) for e in causes(exc))
 
 
 def unwritable(exc: BaseException) -> str | None:
@@ -60,15 +62,13 @@ def unwritable(exc: BaseException) -> str | None:
     errno, under a 40-frame traceback."""
     import os
 
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) and exc.filename:
-            where = Path(str(exc.filename)).parent
-            return (f"cannot write {exc.filename}: {os.strerror(exc.errno).lower()}; make {where} writable again and "
-                    f"continue the run with resume=auto (the checkpoints written so far are kept)")
-        exc = exc.__cause__ or exc.__context__
-    return None
+    refused = next((e for e in causes(exc) if isinstance(e, OSError) and e.filename
+                    and e.errno in (errno.EROFS, errno.EACCES, errno.EPERM)), None)
+    if refused is None:
+        return None
+    where = Path(str(refused.filename)).parent
+    return (f"cannot write {refused.filename}: {os.strerror(refused.errno).lower()}; make {where} writable again and "
+            f"continue the run with resume=auto (the checkpoints written so far are kept)")
 
 
 def disk_full_message(folder: Path | str, n_params: int | None) -> str:
