@@ -11,7 +11,7 @@ import time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-from attnexp.cli.exits import EXIT, SWEEP_FAILED, exit_code
+from attnexp.cli.exits import EXIT, SWEEP_FAILED, config_error, disk_is_full, exit_code, one_line_failure, stopped_at_start
 from attnexp.config.checks import unwritable
 from attnexp.launch.compose import register_resolvers
 from attnexp.results import summary
@@ -241,45 +241,6 @@ def run_job(cfg, out: Path, sweep: bool, overrides: list[str], multirun: bool, s
     return None if result is None else conclude(result, overrides, multirun, out, sweep)  # None: another DDP rank
 
 
-def stopped_at_start(out: Path, signame: str, early, job) -> None:
-    """A stop signal before the run started: a record saying so, then what was installed before ours
-    for it (submitit's: it requeues the job and exits, or says why not), and the signal's exit code:
-    a sweep on SLURM names a job that ended so in its one-line failure list."""
-    said = f"stopped by {signame} before the run started"
-    try:
-        summary.write(out / summary.NAME, summary.error_record(out, Status.INTERRUPTED, said, job, signal=signame))
-    except OSError:  # a full or read-only disk: the line below still says it
-        pass
-    try:
-        early.chain()  # submitit's requeue exits here (the requeued job continues with resume=auto)
-    except Exception as e:  # submitit would not requeue it (e.g. timed out too many times): said, and the job ends
-        said += f" ({' '.join(str(e).split())[:200]})"
-    print(f"attnexp: {said} in {out}", file=sys.stderr, flush=True)
-    raise SystemExit(EXIT[signame]) from None
-
-
-def one_line_failure(said: str, sweep: bool) -> None:
-    if not sweep:
-        print(f"attnexp: {said}", file=sys.stderr)
-        raise SystemExit(EXIT[Status.FAILED]) from None
-    log.error("%s", said)
-
-
-def disk_is_full(out: Path, sweep: bool) -> None:
-    """A full disk is one line (the run's record says it too, where it could be written), not a traceback."""
-    from attnexp.training.stops import disk_full_message
-
-    try:
-        said = summary.read(out / summary.NAME).get("error") or ""
-    except summary.SummaryError:
-        said = ""
-    msg = said if said.startswith("disk full") else disk_full_message(out, None)
-    if not sweep:
-        print(f"attnexp: {msg}", file=sys.stderr)
-        raise SystemExit(EXIT[Status.FAILED]) from None
-    log.error("%s", msg)
-
-
 @contextmanager
 def one_job(out: Path):
     """One job of a sweep, as Lightning's DDP launcher should see it, and nothing of it left for the
@@ -312,13 +273,6 @@ def one_job(out: Path):
 
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
-
-
-def config_error(e: Exception, out: Path, sweep: bool) -> None:
-    if not sweep:
-        print(f"attnexp: config error: {e}", file=sys.stderr)
-        raise SystemExit(EXIT[Status.CONFIG_ERROR]) from None
-    log.error("config error in %s: %s", out, e)
 
 
 def conclude(result: dict, overrides: list[str], multirun: bool, out: Path, sweep: bool) -> float | None:
