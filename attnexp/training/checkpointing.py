@@ -171,3 +171,22 @@ class StepCheckpoint(ModelCheckpoint):
         # Lightning's "dirpath has changed" warning would say nothing the user can act on)
         if Path(state_dict.get("dirpath") or "") == Path(self.dirpath or ""):
             super().load_state_dict(state_dict)
+
+
+def check_state(state) -> None:
+    """The maps callback's state in a checkpoint, typed before it is used: the epochs it drew (ints), its
+    best alignment (numbers or null) and its last timeline step (an int or null). Before: a string or
+    null there were tracebacks, and a forged history was copied into the new run's record."""
+    from attnexp.config import ConfigError
+
+    def count(x) -> bool:
+        return isinstance(x, int) and not isinstance(x, bool) and -1 <= x < 10**9
+
+    al = state.get("last_alignment") if isinstance(state, dict) else None
+    ok = (isinstance(state, dict) and isinstance(state.get("epochs"), list) and len(state["epochs"]) <= 100_000
+          and all(count(e) for e in state["epochs"]) and (state.get("timeline_step") is None or count(state["timeline_step"]))
+          and (al is None or isinstance(al, dict) and all(count(al.get(k)) for k in ("layer", "head"))
+               and isinstance(al.get("best"), (int, float)) and not isinstance(al.get("best"), bool)))
+    if not ok:
+        raise ConfigError("the checkpoint's attention-maps state is not what attnexp writes (epochs, alignment, "
+                          "timeline step); resume from a checkpoint a run saved, or start the run again")

@@ -29,28 +29,10 @@ from attnexp.maps import render, snapshot
 from attnexp.maps.background import Drawer
 from attnexp.maps.html import Viewer
 from attnexp.maps.view import is_signed
+from attnexp.training.checkpointing import check_state
 from attnexp.training.loggers import log_histogram, log_image, log_layout, log_table
 
 log = logging.getLogger("attnexp")
-
-
-def check_state(state) -> None:
-    """The maps callback's state in a checkpoint, typed before it is used: the epochs it drew (ints), its
-    best alignment (numbers or null) and its last timeline step (an int or null). Before: a string or
-    null there were tracebacks, and a forged history was copied into the new run's record."""
-    from attnexp.config import ConfigError
-
-    def count(x) -> bool:
-        return isinstance(x, int) and not isinstance(x, bool) and -1 <= x < 10**9
-
-    al = state.get("last_alignment") if isinstance(state, dict) else None
-    ok = (isinstance(state, dict) and isinstance(state.get("epochs"), list) and len(state["epochs"]) <= 100_000
-          and all(count(e) for e in state["epochs"]) and (state.get("timeline_step") is None or count(state["timeline_step"]))
-          and (al is None or isinstance(al, dict) and all(count(al.get(k)) for k in ("layer", "head"))
-               and isinstance(al.get("best"), (int, float)) and not isinstance(al.get("best"), bool)))
-    if not ok:
-        raise ConfigError("the checkpoint's attention-maps state is not what attnexp writes (epochs, alignment, "
-                          "timeline step); resume from a checkpoint a run saved, or start the run again")
 
 
 class AttentionMaps(L.Callback):
@@ -254,12 +236,12 @@ class AttentionMaps(L.Callback):
                 best = float(scores.max())
                 scalars.update({"align/best_layer": float(layer), "align/best_head": float(head)})
             for lg in trainer.loggers:  # straight to the loggers: ~50 scalars through self.log cost ~20 ms an epoch
-                lg.log_metrics(scalars, step=logger_step(trainer))
+                lg.log_metrics(scalars, step=steps_logged(trainer))
             if not self._laid_out:  # how the dashboards group the charts (TensorBoard's Custom Scalars), once
                 log_layout(trainer.loggers, list(scalars))
                 self._laid_out = True
             for name, values in quantities.shown("histogram", a.scores).items():  # one histogram a quantity (no picture)
-                log_histogram(trainer.loggers, f"heads/{name}", np.asarray(values, dtype=float).ravel(), logger_step(trainer))
+                log_histogram(trainer.loggers, f"heads/{name}", np.asarray(values, dtype=float).ravel(), steps_logged(trainer))
             self.save(trainer, w, a)
         if self.probe.targets:  # every rank logs it, so checkpoint.monitor=align/best works everywhere
             pl_module.log(ALIGN_BEST, trainer.strategy.broadcast(best, src=0), on_epoch=True)
@@ -284,7 +266,7 @@ class AttentionMaps(L.Callback):
 
     @rank_zero_only
     def save(self, trainer, w: np.ndarray, a: Analysis) -> None:
-        epoch, step, at = trainer.current_epoch, trainer.global_step, logger_step(trainer)
+        epoch, step, at = trainer.current_epoch, trainer.global_step, steps_logged(trainer)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._snapshot(trainer, epoch, w, a, f"epoch {epoch} (step {step})", step=step, log_step=at)
         self._last = w
@@ -396,12 +378,6 @@ class AttentionMaps(L.Callback):
                                  class_names=self._class_names)
             self.shape = (w.shape[0], w.shape[2])
         self.viewer.add(epoch, w, a)
-
-
-def logger_step(trainer) -> int:
-    """The step Lightning writes this validation's metrics at (one less than global_step at the
-    end of an epoch), so the maps land on the same step as val/loss in TensorBoard and wandb."""
-    return steps_logged(trainer)
 
 
 def log_stats_table(trainer, s: dict, step: int, roles: np.ndarray | None = None) -> None:

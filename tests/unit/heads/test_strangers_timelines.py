@@ -69,7 +69,7 @@ def test_an_oversized_timeline_is_refused_before_it_is_read(tmp_path):
 @given(state=JUNK | st.fixed_dictionaries({"epochs": JUNK, "timeline_step": JUNK, "last_alignment": JUNK}))
 def test_forged_maps_state_is_accepted_only_as_attnexp_writes_it(state):
     from attnexp.config import ConfigError
-    from attnexp.training.maps_callback import check_state
+    from attnexp.training.checkpointing import check_state
 
     try:
         check_state(state)
