@@ -136,6 +136,19 @@ def unmount(path):
     subprocess.run(["umount", "-l", str(path)], check=False)
 
 
+def said_disk_full(r, disk, logger) -> str:
+    """A run on the full `disk`: one line (returned), no traceback, a record that says so, no temporary
+    or empty file left."""
+    assert "Traceback" not in r.stderr and "Exception in thread" not in r.stderr, r.stderr[-3000:]
+    lines = [x for x in r.stderr.splitlines() if x.startswith("attnexp:")]
+    assert len(lines) == 1 and lines[0].startswith(f"attnexp: disk full: {disk / 'run'} has "), r.stderr[-2000:]
+    s = json.loads((disk / "run" / "summary.json").read_text())
+    assert s["status"] == "failed" and s["error"].startswith("disk full"), (logger, s["status"])
+    assert not [p for p in disk.rglob("*") if p.name.endswith(".tmp")]
+    assert not [p for p in disk.rglob("*") if p.is_file() and p.stat().st_size == 0], logger
+    return lines[0]
+
+
 @pytest.mark.slow
 def test_a_full_disk_is_one_line_a_record_and_no_temporary_file(tmp_path):
     """Before: a 53-frame chained traceback, summary.json left `running`, an orphan .summary.json.<pid>.tmp;
@@ -147,14 +160,8 @@ def test_a_full_disk_is_one_line_a_record_and_no_temporary_file(tmp_path):
             r = attnexp("train", *QUICK, "trainer.max_epochs=1", "maps.enabled=true", f"logger={logger}",
                         f"hydra.run.dir={disk / 'run'}", cwd=tmp_path)
             assert r.returncode == 1, r.stderr[-2000:]
-            assert "Traceback" not in r.stderr and "Exception in thread" not in r.stderr, r.stderr[-3000:]
-            lines = [x for x in r.stderr.splitlines() if x.startswith("attnexp:")]
-            assert len(lines) == 1 and lines[0].startswith(f"attnexp: disk full: {disk / 'run'} has "), r.stderr[-2000:]
-            assert "each checkpoint of this model takes about" in lines[0]
-            s = json.loads((disk / "run" / "summary.json").read_text())
-            assert s["status"] == "failed" and s["error"].startswith("disk full"), (logger, s["status"])
-            assert not [p for p in disk.rglob("*") if p.name.endswith(".tmp")]
-            assert not [p for p in disk.rglob("*") if p.is_file() and p.stat().st_size == 0], logger
+            line = said_disk_full(r, disk, logger)
+            assert "each checkpoint of this model takes about" in line
         finally:
             unmount(disk)
 
@@ -172,13 +179,7 @@ def test_a_disk_that_fills_mid_epoch_is_one_line_and_a_true_record(tmp_path):
                         "+callbacks.fill._target_=helpers.killers.FillDiskAt", f"+callbacks.fill.path={disk / 'filler'}",
                         "+callbacks.fill.step=8", cwd=tmp_path)
             assert r.returncode == 1, (logger, r.stderr[-2000:])
-            assert "Traceback" not in r.stderr and "Exception in thread" not in r.stderr, r.stderr[-3000:]
-            lines = [x for x in r.stderr.splitlines() if x.startswith("attnexp:")]
-            assert len(lines) == 1 and lines[0].startswith(f"attnexp: disk full: {disk / 'run'} has "), r.stderr[-2000:]
-            s = json.loads((disk / "run" / "summary.json").read_text())
-            assert s["status"] == "failed" and s["error"].startswith("disk full"), (logger, s["status"])
-            assert not [p for p in disk.rglob("*") if p.name.endswith(".tmp")]
-            assert not [p for p in disk.rglob("*") if p.is_file() and p.stat().st_size == 0], logger
+            said_disk_full(r, disk, logger)
         finally:
             unmount(disk)
 
