@@ -88,7 +88,8 @@ class AttnexpModule(L.LightningModule):
         loss, count, correct, pred = self.step_fn(batch["input_ids"], pad, labels)
         if self.classify:
             self._count_confusion(stage, pred, labels)
-            self.test_pred = (pred, labels) if stage == "test" else None  # on the device: `eval` keeps them
+            if stage == "test":  # on the device: `eval` keeps them (nothing more in the training step)
+                self.test_pred = (pred, labels)
         sums = torch.stack([loss.detach().float() * count, count.float(), correct.float()])
         self._sums[stage] = sums if stage not in self._sums else self._sums[stage] + sums
         self._step_count = count
