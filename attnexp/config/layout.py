@@ -6,6 +6,7 @@ wrote is recorded in its summary.json (attention_maps.written); this says where 
     <run>/config_resolved.yaml      the composed config, resolved
     <run>/.attnexp.lock             held while a run owns the folder (attnexp.results.folder)
     <run>/checkpoints/last.ckpt     the newest state (best-epochNN.ckpt, step-NNNNNNN.ckpt beside it)
+    <run>/test_reads.jsonl          each read of the run's test split (attnexp.results.test_reads)
     <run>/maps/viewer.html          the attention viewer; evolution_exK.gif, timeline.jsonl, timeline.png
     <sweep>/results.md, results.csv, results_groups.csv, optuna_results.json
     <eval>/summary.json, predictions.json   `attnexp eval`'s folder (a classifier's predictions, in split order)
@@ -24,6 +25,7 @@ TIMELINE = "timeline.jsonl"
 TIMELINE_PICTURE = "timeline.png"
 SWEEP_TABLE, SWEEP_CSV, SWEEP_GROUPS_CSV = "results.md", "results.csv", "results_groups.csv"
 STUDY_RESULTS = "optuna_results.json"
+TEST_READS = "test_reads.jsonl"
 PREDICTIONS = "predictions.json"  # <eval folder>/: a classifier's prediction for each example of the split
 
 

@@ -110,17 +110,33 @@ def evaluate(ckpt_path: str | Path, split: str | None = None, overrides: list[st
     trainer = L.Trainer(accelerator="auto", devices=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, callbacks=[kept])
     metrics = (trainer.test(module, datamodule=dm, verbose=False) or [{}])[0]
+    noted = split == "test" and noted_in_run(path)
     predicted = kept.in_split_order(dm)
     existed = bool(out) and Path(out).is_dir()
     folder = draw.out_folder(str(out) if out else None, path.parent.parent / "eval" / f"{path.stem}_{split}")
     try:
-        return write_evaluation(folder, path, split, metrics, cfg, dm, task, model, t0, predicted)
+        return write_evaluation(folder, path, split, metrics, cfg, dm, task, model, t0, predicted, noted)
     except BaseException:  # a stop signal or a failure while writing: no half folder (an empty out= stays)
         for p in sorted(folder.rglob("*"), reverse=True) if existed else ():
             p.rmdir() if p.is_dir() else p.unlink(missing_ok=True)
         if not existed:
             shutil.rmtree(folder, ignore_errors=True)
         raise
+
+
+def noted_in_run(ckpt: Path) -> str | None:
+    """The read of a run's test split noted in the run's folder (results.test_reads): its path, or
+    None where the checkpoint is not in a run folder or that folder cannot be written (said, once)."""
+    from attnexp.results import test_reads
+
+    run = test_reads.run_of(ckpt)
+    try:
+        if run is not None:
+            test_reads.note(run, "eval split=test", ckpt)
+    except OSError as e:
+        logging.getLogger("attnexp").warning("the test read is not noted in %s (%s)", run, e.strerror or e)
+        return None
+    return str(run) if run else None
 
 
 def Kept():
@@ -154,14 +170,15 @@ def Kept():
 
 
 def write_evaluation(folder: Path, path: Path, split: str, metrics: dict, cfg, dm, task, model, t0: float,
-                     predicted: dict | None = None) -> dict:
-    """The evaluation's folder: its summary.json (kind `eval`, written last), a classifier's
-    predictions.json and the split's maps."""
+                     predicted: dict | None = None, noted: str | None = None) -> dict:
+    """The evaluation's folder: its summary.json (kind `eval`, written last; `test_read_noted_in`: the
+    run folder whose test_reads.jsonl has this read), a classifier's predictions.json and the split's maps."""
     record = {**summary.header(Status.COMPLETED, None, folder), "kind": "eval", "checkpoint": str(path.resolve()),
               "split": split, "metrics": {"final": {}, "best": None, "history": [],
                                           "test": {k: round(float(v), 6) for k, v in sorted(metrics.items())}},
               "data": {"name": cfg.name, f"n_{split}": len(dm.splits[split]), "identity": dm.identity()},
-              "task": summary.task_record(task), "wall_time_s": round(time.time() - t0, 2), "versions": summary.versions()}
+              "task": summary.task_record(task), "wall_time_s": round(time.time() - t0, 2), "versions": summary.versions(),
+              **({"test_read_noted_in": noted} if noted else {})}
     if predicted is not None:
         import json
 

@@ -22,7 +22,7 @@ from attnexp.config import ConfigError, Run, check, layout, split_override
 from attnexp.data import build_datamodule
 from attnexp.data.base import identity_mismatch
 from attnexp.model import checkpoints
-from attnexp.results import summary
+from attnexp.results import summary, test_reads
 from attnexp.results.summary import Status
 from attnexp.training import build, checkpointing, threads
 from attnexp.training.loggers import dashboards, finish, links, log_final_hparams
@@ -183,6 +183,8 @@ def test(run: Run, trainer, module, dm, best, recorder: RunRecorder) -> None:
         log.warning("not tested (training is complete and saved): %s", recorder.extra["test_skipped"])
         return
     recorder.test_metrics = results[0] if results else {}
+    if module.stage_prefix["test"] == "test" and trainer.is_global_zero:
+        test_reads.note(run.out_dir, "train test=true", best.best_model_path or None)
 
 
 def record_early_stop(recorder: RunRecorder, trainer) -> None:

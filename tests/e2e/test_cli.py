@@ -339,3 +339,30 @@ def test_eval_of_a_classifier_writes_each_examples_prediction_in_split_order(tmp
     assert kept["split"] == "val" and kept["label"] == [int(x) for x in table.labels.flatten().tolist()]
     right = sum(p == y for p, y in zip(kept["pred"], kept["label"])) / len(kept["label"])
     assert right == pytest.approx(e["metrics"]["test"]["val/acc"], abs=1e-6)
+
+
+def test_every_read_of_a_runs_test_split_is_noted_in_its_folder(tmp_path, capsys):
+    """Issue 55 item 5: "which calls scored test" could not be checked from anything a run kept. Each
+    read of a run's test split is a line of <run>/test_reads.jsonl: train's test=true, then each
+    `attnexp eval split=test` of one of its checkpoints (a split=val eval reads no test); the eval's
+    record names the run. A planted ledger's junk lines are skipped, an oversized one is not read."""
+    from attnexp.config import layout
+    from attnexp.results import test_reads
+
+    run = tmp_path / "run"
+    s = train(run_of(["data=synthetic", "data.kind=copy", "data.n_train=64", "data.n_val=16", "data.n_test=16",
+                      "trainer.max_epochs=1", "logger=none", "maps.enabled=false", "trainer.enable_progress_bar=false"], run))
+    assert [r["by"] for r in test_reads.read(run)] == ["train test=true"]
+    assert test_reads.read(run)[0]["checkpoint"].startswith("best-epoch")
+    assert main(["eval", f"ckpt={s['checkpoints']['last']}", "split=val", f"out={tmp_path / 'val'}"]) == 0
+    assert main(["eval", f"ckpt={s['checkpoints']['last']}", "split=test", f"out={tmp_path / 'test'}"]) == 0
+    reads = test_reads.read(run)
+    assert [(r["by"], r["checkpoint"]) for r in reads] == [("train test=true", reads[0]["checkpoint"]),
+                                                           ("eval split=test", "last.ckpt")]
+    assert json.loads((tmp_path / "test" / "summary.json").read_text())["test_read_noted_in"] == str(run.resolve())
+    assert "test_read_noted_in" not in json.loads((tmp_path / "val" / "summary.json").read_text())
+    with open(run / layout.TEST_READS, "a") as f:
+        f.write('not json\n[1, 2]\n{"by": 3}\n{"by": "planted", "extra": "x"}\n')
+    assert [r["by"] for r in test_reads.read(run)] == ["train test=true", "eval split=test", "planted"]
+    (run / layout.TEST_READS).write_text('{"by": "x"}\n' * (test_reads.MAX_BYTES // 10))
+    assert test_reads.read(run) == []
