@@ -8,7 +8,7 @@ import json
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,9 +26,12 @@ def markdown_table(rows: Sequence[dict | Sequence], columns: Sequence[str]) -> s
                       *("| " + " | ".join(map(cell, r)) + " |" for r in cells)])
 
 
-def provenance() -> dict:
+def provenance(runs: Iterable[Path | str] = (), read_here: Sequence[str] = ()) -> dict:
     """How a result file was made: the command, the code's commit (and whether the tree had changes),
-    the libraries, the device, the threads and cores, the date. Every result file carries it as `made`."""
+    the libraries, the device, the threads and cores, the date. Every result file carries it as `made`.
+    A file quoting the test split says which calls scored it (`test_reads`): each run's own record of
+    its test reads (attnexp.results.test_reads) for the run folders, checkpoints and sweep folders in
+    `runs`, and under "this process" what the script scored itself (`read_here`, e.g. a baseline)."""
     import os
     import platform
     import sys
@@ -51,25 +54,55 @@ def provenance() -> dict:
             return None
 
     status = git("status", "--porcelain", "--untracked-files=no")
-    return {"command": " ".join(["python", *sys.argv]), "commit": git("rev-parse", "--short", "HEAD"),
+    from attnexp.config.secrets import hide_password
+
+    return {"command": hide_password(" ".join(["python", *sys.argv])), "commit": git("rev-parse", "--short", "HEAD"),
             "tree_changed": None if status is None else bool(status), "python": platform.python_version(),
             "libraries": {p: ver(p) for p in ("torch", "lightning", "hydra-core", "optuna", "numpy", "attnexp")},
             "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu ({platform.machine()})",
-            "threads": torch.get_num_threads(), "cores": os.cpu_count(), "date": datetime.now().isoformat(timespec="seconds")}
+            "threads": torch.get_num_threads(), "cores": os.cpu_count(), "date": datetime.now().isoformat(timespec="seconds"),
+            **({"test_reads": {**test_reads(runs), **({"this process": list(read_here)} if read_here else {})}}
+               if runs or read_here else {})}
+
+
+def test_reads(places: Iterable[Path | str]) -> dict[str, list[dict]]:
+    """{run folder: the reads of its test split it records} for every run folder in `places` (a run
+    folder, a checkpoint in one, or a sweep folder with runs below it); [] for a run never tested."""
+    from attnexp.config import layout
+    from attnexp.results import test_reads as ledger
+
+    runs = {}
+    for p in map(Path, places):
+        p = (ledger.run_of(p) or p.parent) if p.is_file() else p
+        for s in [p / layout.SUMMARY] if (p / layout.CHECKPOINTS).is_dir() else sorted(p.glob(f"**/{layout.SUMMARY}")):
+            if (s.parent / layout.CHECKPOINTS).is_dir():
+                runs[str(s.parent)] = ledger.read(s.parent)
+    return runs
+
+
+def reads_counted(reads: dict[str, list]) -> str:
+    """A result file's test reads in a few words, for its markdown (the JSON keeps each read)."""
+    from collections import Counter
+
+    runs = Counter(len(v) for k, v in reads.items() if k != "this process")
+    said = [f"{n} run(s) with {k} read(s) of their test split" for k, n in sorted(runs.items())]
+    return "; ".join(said + [f"this process: {r}" for r in reads.get("this process", [])])
 
 
 def write_results(out: Path | str, stem: str, meta: dict, results: list[dict], title: str,
-                  columns: Sequence[str] | None = None, note: str = "") -> str:
+                  columns: Sequence[str] | None = None, note: str = "", runs: Iterable[Path | str] = ()) -> str:
     """<out>/<stem>.json ({**meta, "made": provenance(), "results": results}) and <stem>.md (the title,
     the meta as one JSON line, `note`, and the results as a table of `columns`, default every key of the
-    first row).
+    first row); `runs`: the run or sweep folders whose test reads it records (provenance).
     Returns the table."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    meta = {**meta, "made": meta.get("made") or provenance()}  # how it was made (provenance), in every file
+    meta = {**meta, "made": meta.get("made") or provenance(runs)}  # how it was made (provenance), in every file
     table = markdown_table(results, columns or (list(results[0]) if results else []))
     (out / f"{stem}.json").write_text(json.dumps({**meta, "results": results}, indent=2) + "\n")
-    (out / f"{stem}.md").write_text(f"# {title}\n\n{json.dumps(meta)}\n\n" + (f"{note}\n\n" if note else "") + f"{table}\n")
+    shown = {**meta, "made": {**meta["made"], **({"test_reads": reads_counted(meta["made"]["test_reads"])}
+                                                 if "test_reads" in meta["made"] else {})}}
+    (out / f"{stem}.md").write_text(f"# {title}\n\n{json.dumps(shown)}\n\n" + (f"{note}\n\n" if note else "") + f"{table}\n")
     return table
 
 

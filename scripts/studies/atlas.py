@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
-from common import RESULTS, markdown_table  # noqa: E402
+from common import RESULTS, markdown_table, provenance  # noqa: E402
 
 TASKS = ("copy", "reverse", "sort", "recall", "induction", "toy_agreement")
 QUIET = ["logger=none", "trainer.enable_progress_bar=false", "maps.animation=false", "maps.images_to_logger=false",
@@ -294,7 +294,7 @@ def main() -> None:
         recall_figure(per_run["recall"], variants, RESULTS / "images" / f"atlas_recall{args.tag}.png")
     meta = {"device": device, "torch": torch.__version__, "seeds": args.seeds, "epochs": args.epochs,
             "overrides": args.overrides, "wall_s": walls, "total_wall_s": round(sum(walls.values()), 1), "runs_dir": str(root)}
-    record = {**meta, "table": table, "runs": per_run}
+    record = {**meta, "table": table, "runs": per_run, "made": provenance()}
     (RESULTS / f"atlas_{device}{args.tag}.json").write_text(json.dumps(record, indent=1) + "\n")
     took = "finished runs read again" if args.reuse else f"{meta['total_wall_s'] / 60:.0f} minutes"
     said = [f"--seeds {args.seeds}", f"--epochs {args.epochs}",

@@ -34,7 +34,7 @@ from attnexp.maps import snapshot
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
-from common import RESULTS, markdown_table, own_data  # noqa: E402
+from common import RESULTS, markdown_table, own_data, provenance  # noqa: E402
 
 SETTINGS = {"raw": [], "clean": ["data.remove=[headers,footers,quotes]"]}
 RUNS = {"finetune": [], "frozen": ["optim.freeze_encoder=true", "optim.lr=3e-3", "optim.warmup_steps=20"]}
@@ -129,6 +129,7 @@ def choose_on_validation(args, out: Path) -> dict:
     stem = out / f"finetune_choice_{'gpu' if torch.cuda.is_available() else 'cpu'}{'_smoke' if args.smoke else ''}"
 
     def save() -> None:
+        result["made"] = provenance(runs=[out_root])  # every run's test reads
         stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
         stem.with_suffix(".md").write_text(choice_markdown(result))
 
@@ -332,8 +333,8 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     tag = "_smoke" if args.smoke else ""
-    (out / f"finetune_minilm_{device}{tag}.json").write_text(json.dumps({"rows": rows, "reference": reference()}, indent=1)
-                                                            + "\n")
+    record = {"rows": rows, "reference": reference(), "made": provenance(runs=[out_root, *args.keep])}
+    (out / f"finetune_minilm_{device}{tag}.json").write_text(json.dumps(record, indent=1) + "\n")
     (out / f"finetune_minilm_{device}{tag}.md").write_text(markdown(rows, device, args))
     if any(r["run"] == "finetune" and r["drift"] for r in rows):
         (out / "images").mkdir(exist_ok=True)

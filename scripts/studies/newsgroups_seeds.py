@@ -26,7 +26,7 @@ from attnexp.api import compose, evaluate, load_run, train
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
-from common import RESULTS, markdown_table, own_data  # noqa: E402
+from common import RESULTS, markdown_table, own_data, provenance  # noqa: E402
 
 # Fixed before any of these runs: the preset (512 tokens, 4 epochs) and, where the CPU allows, the
 # same at 256 tokens (half the cost; the preset's comment claims 512 is better by 3.9 points on
@@ -132,6 +132,7 @@ def main() -> None:
 
 def save(result: dict, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
+    result["made"] = provenance(runs=[r["checkpoint"] for r in result["runs"]])  # each run's test reads among it
     path.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
     path.with_suffix(".md").write_text(markdown(result))
 

@@ -31,6 +31,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "scripts" / "results" / "images"
 SHARED = REPO.parent / "shared"
+sys.path.insert(0, str(REPO / "scripts"))
+
+from common import provenance  # noqa: E402
 
 
 def importance(run: Path | None) -> dict:
@@ -43,9 +46,6 @@ def importance(run: Path | None) -> dict:
     s = json.loads((run / "summary.json").read_text())
     epochs, imps, rows = importance_rows(run, {h["epoch"]: h.get("val/acc") for h in s["metrics"]["history"]})
     importance_figure(epochs, imps, rows, s["attention"]["name"])
-    sys.path.insert(0, str(REPO / "scripts"))
-    from common import provenance
-
     (OUT / "heads_over_epochs.json").write_text(json.dumps({"run": str(run), "made": provenance(), "epochs": rows},
                                                            indent=2) + "\n")
     return {"run": str(run), "last": rows[-1]}
@@ -168,6 +168,8 @@ def main() -> None:
             raise SystemExit("readme_heads.py: --parts relevance needs --ckpt (a 20 Newsgroups classifier checkpoint)")
         report["relevance"] = relevance(args.ckpt, args.data)
         print("relevance", json.dumps(report["relevance"]))
+    for part in args.parts.split(","):  # the file gathers parts made by different calls: each says how it was made
+        report.setdefault("made", {})[part] = provenance()
     path.write_text(json.dumps(report, indent=2) + "\n")
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
-from common import RESULTS, screenshot, write_results  # noqa: E402
+from common import RESULTS, provenance, screenshot, write_results  # noqa: E402
 
 OUT = REPO / "scripts" / "results" / "images"
 QUIET = ["logger=none", "trainer.enable_progress_bar=false"]
@@ -117,7 +117,8 @@ def comparison(report: dict) -> None:
     rows = [{"attention": g, "metric": m, "mean": d["mean"], "sd": d["sd"], "n": d["n"], "values": d["values"],
              "best": d["best"], "welch_p_vs_best": d["welch_p_vs_best"]} for g, ms in groups.items() for m, d in ms.items()]
     write_results(RESULTS, "readme_comparison_cpu", {"command": report["report"]["command"]}, rows,
-                  "The README's comparison sweep: each metric's mean, sd over seeds, Welch's p against its best group")
+                  "The README's comparison sweep: each metric's mean, sd over seeds, Welch's p against its best group",
+                  runs=[sweep])
 
 
 def sweep_groups(sweep: Path, metrics: dict[str, bool]) -> dict[str, dict[str, dict]]:
@@ -188,6 +189,10 @@ def main() -> None:
         newsgroups(report, args.newsgroups_run, args.example)
     if "report" in parts:
         comparison(report)
+    keys = {"synthetic": ("copy", "reverse")}  # the file gathers parts made by different calls: each says how
+    for key in (k for part in parts for k in keys.get(part, (part,))):
+        runs = {"report": lambda: [report["report"]["sweep"]], "newsgroups": lambda: [report["newsgroups"]["run"]]}
+        report.setdefault("made", {})[key] = provenance(runs=runs.get(key, list)())
     path.write_text(json.dumps(report, indent=2) + "\n")
 
 
