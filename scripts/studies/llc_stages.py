@@ -13,9 +13,12 @@ against that window: before it, inside it (within the LLC readings either side o
 
     python scripts/studies/llc_stages.py            # ~25 min on 2 cores (2 runs at a time)
     python scripts/studies/llc_stages.py --smoke    # tiny, to check the script
+    python scripts/studies/llc_stages.py --variants alibi,smeared,causal,differential,softpick,sigmoid
+                                                    # the synthetic arm for other variants, ~35 min
 
 Writes scripts/results/llc_stages_<device>.{json,md} and images/llc_synthetic_timeline.png and
-images/llc_text_timeline.png (seed 0 of each).
+images/llc_text_timeline.png (seed 0 of each); with --variants, llc_stages_<device>_variants.{json,md}
+(the synthetic arm, `attention=V`, 3 seeds a variant; no pictures).
 """
 
 from __future__ import annotations
@@ -87,19 +90,22 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--out", default=None, help="default: scripts/results")
     ap.add_argument("--arms", default="text,synthetic")
+    ap.add_argument("--variants", default="", help="the synthetic arm with attention=V for each V named, instead")
     args = ap.parse_args()
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     out, root = Path(args.out or RESULTS), Path(tempfile.mkdtemp(prefix="llc-stages-"))
-    rows = []
-    for arm in args.arms.split(","):  # the long text runs first: two at a time, the short ones after
-        preset, steps, size, least = PRESETS[arm]
-        size = SMOKE[arm] if args.smoke else size
-        jobs = [(arm, ["maps.llc=true", *(["maps.llc_draws=5", "maps.llc_readings=4"] if args.smoke else [])], seed)
-                for seed in SEEDS]
+    rows, variants = [], [v for v in args.variants.split(",") if v]
+    llc_on = ["maps.llc=true", *(["maps.llc_draws=5", "maps.llc_readings=4"] if args.smoke else [])]
+    for arm in variants or args.arms.split(","):  # the long text runs first: two at a time, the short ones after
+        preset, steps, size, least = PRESETS["synthetic" if variants else arm]
+        size = SMOKE["synthetic" if variants else arm] if args.smoke else size
+        jobs = [(arm, [*llc_on, *([f"attention={arm}"] if variants else [])], seed) for seed in SEEDS]
         done = run_all(jobs, root, steps, args.smoke, args.workers, preset=preset, size=size)
         rows += [llc_row(run, arm, seed, least) for (_, _, seed), run in done]
+        if variants:
+            continue
         images = out / "images"  # seed 0's timeline, its LLC panel included
         images.mkdir(parents=True, exist_ok=True)
         shutil.copy(done[0][1]["dir"] / "maps" / "timeline.png",
@@ -108,13 +114,15 @@ def main() -> None:
     from attnexp.heads import llc
 
     d = MapsConfig()
-    meta = {"device": device, "seeds": list(SEEDS), "smoke": args.smoke,
+    meta = {"device": device, "seeds": list(SEEDS), "smoke": args.smoke, "variants": variants,
             "presets": {a: {"preset": p[0], "steps": p[1]} for a, p in PRESETS.items()},
             "llc settings": {k: v for k, v in vars(d).items() if k.startswith("llc_")},
             "min_llc_change": llc.MIN_LLC_CHANGE,
             "command": "python -m attnexp train experiment=PRESET seed=S maps.llc=true threads=1 logger=none test=false "
-                       "maps.animation=false", "wall_s": round(sum(r["wall s"] for r in rows), 1)}
-    table = write_results(out, f"llc_stages_{device}{'_smoke' if args.smoke else ''}", meta, rows,
+                       "maps.animation=false" + (" attention=V" if variants else ""),
+            "wall_s": round(sum(r["wall s"] for r in rows), 1)}
+    stem = f"llc_stages_{device}{'_variants' if variants else ''}{'_smoke' if args.smoke else ''}"
+    table = write_results(out, stem, meta, rows,
                           "The LLC's stages beside the heads' formations",
                           note="Each run: `python -m attnexp train experiment=PRESET seed=S maps.llc=true`. The LLC: "
                                "devinterp's SGLD estimate at 16 of the timeline's readings. Stages: the LLC cut at its "
