@@ -84,6 +84,28 @@ def docs_rows(path: Path | None = None) -> str:
                      f"{r['LLC stages'].replace('-', '–')} | {r['LLC boundaries']} |" for r in rows)
 
 
+def variant_rows(path: Path | None = None) -> str:
+    """docs/maps.md's table of the LLC across variants, a row a variant, from the --variants file: seeds
+    with an induction head, drop windows, the last estimate's range, each seed's LLC boundaries, and
+    how many estimates' chains had not settled."""
+    import json
+    import re
+
+    rotary = [{**r, "arm": "rotary"} for r in json.loads((RESULTS / "llc_stages_cpu.json").read_text())["results"]
+              if r["arm"] == "synthetic"]  # the synthetic arm itself, for comparison
+    rows = rotary + json.loads((path or RESULTS / "llc_stages_cpu_variants.json").read_text())["results"]
+    out = []
+    for v in dict.fromkeys(r["arm"] for r in rows):
+        runs = [r for r in rows if r["arm"] == v]
+        last = [float(r["LLC at readings"].rsplit(":", 1)[1]) for r in runs]
+        bounds = " · ".join(re.sub(r" \([^)]*\)", "", r["LLC boundaries"]) for r in runs)
+        windows = " · ".join(r["drop window"].replace("-", "–") for r in runs)
+        formed = sum(r["induction heads"] != "none" for r in runs)
+        out.append(f"| {v} | {formed}/{len(runs)} | {windows} | {min(last):.1f}–{max(last):.1f} | {bounds} | "
+                   f"{sum(r['unsettled'] for r in runs)} |")
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", type=int, default=2, help="runs at once (each on one thread)")

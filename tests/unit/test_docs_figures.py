@@ -356,6 +356,33 @@ def test_the_llc_stages_and_calibration_quoted_are_the_result_files():
         assert f"{min(llc_s):.0f}–{max(llc_s):.0f} s of a {min(wall):.0f}–{max(wall):.0f} s {run}" in page, arm
 
 
+def test_the_llc_across_variants_is_the_result_file():
+    """docs/maps.md's LLC table across variants is llc_stages.py's variant_rows() of
+    llc_stages_cpu_variants.json, and the prose's ranges are computed from it."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("llc_stages", REPO / "scripts" / "studies" / "llc_stages.py")
+    stages = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stages)
+    raw = (REPO / "docs" / "maps.md").read_text()
+    assert stages.variant_rows() in raw
+    res = REPO / "scripts" / "results"
+    rows = [{**r, "arm": "rotary"} for r in json.loads((res / "llc_stages_cpu.json").read_text())["results"]
+            if r["arm"] == "synthetic"] + json.loads((res / "llc_stages_cpu_variants.json").read_text())["results"]
+
+    def last(arms):
+        x = [float(r["LLC at readings"].rsplit(":", 1)[1]) for r in rows if r["arm"] in arms]
+        return f"{min(x):.1f}–{max(x):.1f}"
+
+    page = " ".join(raw.split())
+    assert f"it ends at {last(('rotary', 'alibi', 'smeared'))}" in page
+    assert f"softpick, sigmoid) it ends at {last(('causal', 'softpick', 'sigmoid'))}" in page
+    assert f"rises just as slowly to {last(('differential',))}" in page
+    sig = next(r for r in rows if r["arm"] == "sigmoid" and r["seed"] == 0)
+    assert f"in seed 0, {sig['unsettled']} of {sig['estimates']} estimates' chains had not settled" in page
+
+
 def test_the_text_presets_variants_table_is_the_result_files():
     """docs/maps.md's table of the text preset across variants (issue 53 item 3) is text_formation.py's
     docs_rows() of text_formation_cpu.json (rotary) and text_formation_cpu_variants.json."""
