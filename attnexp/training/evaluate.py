@@ -110,7 +110,7 @@ def evaluate(ckpt_path: str | Path, split: str | None = None, overrides: list[st
     trainer = L.Trainer(accelerator="auto", devices=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, callbacks=[kept])
     metrics = (trainer.test(module, datamodule=dm, verbose=False) or [{}])[0]
-    noted = split == "test" and noted_in_run(path)
+    noted = noted_in_run(path) if split == "test" else None
     predicted = kept.in_split_order(dm)
     existed = bool(out) and Path(out).is_dir()
     folder = draw.out_folder(str(out) if out else None, path.parent.parent / "eval" / f"{path.stem}_{split}")
