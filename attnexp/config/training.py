@@ -136,7 +136,7 @@ class MapsConfig:
         check(self.importance_examples >= 1, f"maps.importance_examples={self.importance_examples} must be >= 1")
         check(self.timeline_points >= 2, f"maps.timeline_points={self.timeline_points} must be >= 2")
         check(self.every_n_steps >= 0, f"maps.every_n_steps={self.every_n_steps} must be >= 0 (0: the log-spaced schedule)")
-        check(not self.change_points or importlib.util.find_spec("ruptures") is not None,  # heads.timeline.NEEDS
+        check(not self.change_points or importlib.util.find_spec("ruptures") is not None,  # heads.changes.NEEDS
               "maps.change_points=true: change points need ruptures: pip install 'attnexp[timeline]' "
               "(or set maps.change_points=false)")
         for key in ("llc_readings", "llc_examples", "llc_chains", "llc_draws"):

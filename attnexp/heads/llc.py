@@ -6,7 +6,7 @@ stages as the critical points of its LLC over training. The estimate is devinter
 the chains - the loss at the weights)), on a fixed set of training windows drawn once a run.
 
 Stages: the LLC's critical points, where its trend turns (a rise becomes a fall or a plateau, or the
-reverse). The same change-point search as the heads' (heads.timeline.breakpoints: PELT) runs on the
+reverse). The same change-point search as the heads' (heads.changes.breakpoints: PELT) runs on the
 LLC's change from one estimate to the next; each segment it finds is a rise, a fall or a plateau by
 its total change against an absolute gate (MIN_LLC_CHANGE), and a boundary is where the kind changes.
 """
@@ -147,7 +147,7 @@ class Stage:
 def stages(steps: np.ndarray, llc: np.ndarray, min_change: float = MIN_LLC_CHANGE) -> list[Stage]:
     """The LLC curve cut at its critical points (module docstring); consecutive stages of one kind are
     one. Readings without an estimate (NaN) are left out."""
-    from attnexp.heads.timeline import breakpoints
+    from attnexp.heads.changes import breakpoints
 
     ok = np.isfinite(llc)
     steps, llc = np.asarray(steps)[ok], np.asarray(llc, dtype=float)[ok]
@@ -167,9 +167,9 @@ def stages(steps: np.ndarray, llc: np.ndarray, min_change: float = MIN_LLC_CHANG
 
 
 def changes(t) -> list:
-    """The LLC's critical points of a timeline as run-level changes named "llc" (heads.timeline.Change:
+    """The LLC's critical points of a timeline as run-level changes named "llc" (heads.changes.Change:
     drawn and reported with the loss's and the in-context score's)."""
-    from attnexp.heads.timeline import Change
+    from attnexp.heads.changes import Change
 
     x = t.scalar("llc")
     read = t.steps[np.isfinite(x)].tolist()

@@ -130,7 +130,7 @@ class Table:
 
 
 def formations(s: dict) -> list[dict]:
-    """The run's head formations (heads.timeline: summary.json's attention_maps.timeline), by step."""
+    """The run's head formations (heads.changes: summary.json's attention_maps.timeline), by step."""
     t = (s.get("attention_maps") or {}).get("timeline")
     found = t.get("formations") if isinstance(t, dict) else None
     return [f for f in found if isinstance(f, dict) and isinstance(f.get("step"), int)] if isinstance(found, list) else []

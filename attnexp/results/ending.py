@@ -79,7 +79,7 @@ def end_of_run(s: dict) -> str:
 
 
 def heads_line(s: dict, root: Path) -> str | None:
-    """What the heads timeline found: the first formations (heads.timeline) and its picture."""
+    """What the heads timeline found: the first formations (heads.changes) and its picture."""
     t = (s.get("attention_maps") or {}).get("timeline")
     if not isinstance(t, dict):
         return None

@@ -21,7 +21,7 @@ from PIL import Image
 
 from attnexp.compat.lightning import steps_logged
 from attnexp.config import ALIGN_BEST, MapsConfig, layout
-from attnexp.heads import llc, quantities
+from attnexp.heads import changes, llc, quantities
 from attnexp.heads import timeline as tl
 from attnexp.heads.analysis import Analysis, Context, context_of, induction_pair, read_heads
 from attnexp.heads.probe import Probe, attention_maps, light_reading, maps_and_token_loss, probe_from
@@ -301,7 +301,7 @@ class AttentionMaps(L.Callback):
         return render.timeline(t, list(formed), list(moved), self.dir.parent.name) if len(t.readings) >= 2 else None
 
     def finish_timeline(self, trainer=None) -> None:
-        """At the end: the change points (heads.timeline), said in the log, kept for summary.json and
+        """At the end: the change points (heads.changes), said in the log, kept for summary.json and
         the viewer, and maps/timeline.png; to the loggers, that picture (formations outlined) at the
         last step and the curve of each head that formed (only those: a few tags, not one a head)."""
         t = self._writer.timeline()
@@ -310,10 +310,10 @@ class AttentionMaps(L.Callback):
         formed, moved, why = [], [], None
         if self.cfg.change_points is False:
             why = "maps.change_points=false"
-        elif not tl.available():
-            why = tl.NEEDS
+        elif not changes.available():
+            why = changes.NEEDS
         else:
-            formed, moved = tl.formations(t), tl.changes(t) + llc.changes(t)
+            formed, moved = changes.formations(t), changes.changes(t) + llc.changes(t)
         self.timeline_summary = {"file": str(self._writer.path), "readings": len(t.readings),
                                  "steps": [int(t.steps[0]), int(t.steps[-1])],
                                  "formations": [f.as_dict() for f in formed], "changes": [c.as_dict() for c in moved],

@@ -7,7 +7,7 @@ each trained through `python -m attnexp train`; then, across variants, which for
 and when (part `variants`: each with 3 seeds).
 
 What is read: each run's maps/timeline.jsonl and the formations attnexp's change-point search
-found (heads.timeline: ruptures' PELT and the roles' thresholds, nothing tuned here). The window
+found (heads.changes: ruptures' PELT and the roles' thresholds, nothing tuned here). The window
 where the loss on the repeat drops is taken from the in-context score (late minus early loss on
 the probe batch, whose last quarter is inside the repeat): the readings from the first where the
 score has made 10% of its total fall to the first where it has made 90%. A formation is "in the
@@ -44,6 +44,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from common import RESULTS, write_results  # noqa: E402
 
+from attnexp.heads import changes as ch  # noqa: E402
 from attnexp.heads import timeline as tl  # noqa: E402
 
 SEEDS = (0, 1, 2)
@@ -89,7 +90,7 @@ def window(t: tl.Timeline, least: float = 1.0) -> tuple[int, int, float, float] 
 
 def row(run: dict, arm: str, seed: int, least: float = 1.0) -> dict:
     t = run["timeline"]
-    formed = tl.formations(t)
+    formed = ch.formations(t)
     w = window(t, least)
     prev = [f for f in formed if f.role == "previous"]
     ind = [f for f in formed if f.role == "induction"]
@@ -102,7 +103,7 @@ def row(run: dict, arm: str, seed: int, least: float = 1.0) -> dict:
             "induction heads": ", ".join(f"L{f.layer}H{f.head}@{f.step}" for f in ind) or "none",
             "other formations": ", ".join(f"L{f.layer}H{f.head} {f.role}@{f.step}" for f in formed
                                           if f.role not in ("previous", "induction")) or "none",
-            "run-level changes": ", ".join(f"{c.name}@{c.step}" for c in tl.changes(t)) or "none",
+            "run-level changes": ", ".join(f"{c.name}@{c.step}" for c in ch.changes(t)) or "none",
             "first induction": min((f.step for f in ind), default=None),
             "formations in window": f"{sum(map(inside, prev + ind))}/{len(prev + ind)}" if prev + ind else "-",
             "val/loss": round(run["summary"]["metrics"]["final"].get("val/loss", float("nan")), 3),

@@ -38,7 +38,7 @@ from common import RESULTS, write_results  # noqa: E402
 from induction_formation import SEEDS, row, run_all  # noqa: E402
 
 MAIN = {"2 layers": ["model.n_layers=2"], "1 layer (control)": ["model.n_layers=1"]}
-LEAST_FALL = 0.3  # nats: the in-context score's fall that counts as a drop (MIN_CHANGE_NATS of heads.timeline)
+LEAST_FALL = 0.3  # nats: the in-context score's fall that counts as a drop (MIN_CHANGE_NATS of heads.changes)
 
 
 def copy_gain(run_dir: Path) -> dict:

@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+from attnexp.heads import changes as ch
 from attnexp.heads import timeline as tl
 
 
@@ -123,13 +124,13 @@ def test_change_points_are_found_where_they_were_planted(tmp_path, at):
     drift = np.linspace(0.0, 0.35, n) + 0.03 * rng.standard_normal(n)
     loss = np.where(np.arange(n) >= at, 0.5, 3.6) + 0.05 * rng.standard_normal(n)
     t = planted(tmp_path, steps, {(1, 0): jump, (0, 1): drift}, loss=loss)
-    formed = tl.formations(t)
+    formed = ch.formations(t)
     assert [(f.layer, f.head, f.role) for f in formed] == [(1, 0, "induction")], [f.line() for f in formed]
     f = formed[0]
     assert f.step == steps[at] and f.interval == (steps[at - 1], steps[at])
     assert f.before < 0.15 and f.after > 0.6
     assert f"L1 H0 became an induction head at step {steps[at]}" in f.line()
-    (c,) = [c for c in tl.changes(t) if c.name == "loss"]
+    (c,) = [c for c in ch.changes(t) if c.name == "loss"]
     assert c.step == steps[at] and c.before > 3 and c.after < 1
 
 
@@ -142,10 +143,10 @@ def test_a_flat_curves_wiggles_are_not_change_points(tmp_path):
     n = len(steps)
     rng = np.random.default_rng(2)
     wiggle = 4.0 + np.where(np.arange(n) % 30 < 15, 0.0, 0.15) + 0.01 * rng.standard_normal(n)
-    assert tl.changes(planted(tmp_path, steps, {}, loss=wiggle), min_nats=0.0)  # the old gate saw changes
-    assert tl.changes(planted(tmp_path, steps, {}, loss=wiggle)) == []
+    assert ch.changes(planted(tmp_path, steps, {}, loss=wiggle), min_nats=0.0)  # the old gate saw changes
+    assert ch.changes(planted(tmp_path, steps, {}, loss=wiggle)) == []
     fall = wiggle - np.where(np.arange(n) >= 40, 0.5, 0.0)
-    (c,) = tl.changes(planted(tmp_path, steps, {}, loss=fall))
+    (c,) = ch.changes(planted(tmp_path, steps, {}, loss=fall))
     assert c.step == steps[40] and c.before - c.after > 0.45
 
 
@@ -159,9 +160,9 @@ def test_only_curves_that_could_form_a_role_are_searched_for_change_points(tmp_p
     jump = np.where(np.arange(n) >= 30, 0.7, 0.05) + 0.03 * np.random.default_rng(1).standard_normal(n)
     t = planted(tmp_path, steps, {(1, 0): jump})
     searched = []
-    real = tl.breakpoints
-    monkeypatch.setattr(tl, "breakpoints", lambda x, penalty=None: searched.append(1) or real(x, penalty))
-    formed = tl.formations(t)
+    real = ch.breakpoints
+    monkeypatch.setattr(ch, "breakpoints", lambda x, penalty=None: searched.append(1) or real(x, penalty))
+    formed = ch.formations(t)
     assert [(f.layer, f.head, f.role) for f in formed] == [(1, 0, "induction")]
     assert len(searched) == 1  # before: every head of every role with a curve (2 x 2 x 2 here)
 
@@ -178,7 +179,7 @@ def test_without_ruptures_change_points_say_how_to_get_it(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_ruptures)
     with pytest.raises(ImportError, match=r"pip install 'attnexp\[timeline\]'"):
-        tl.breakpoints(np.arange(10.0))
+        ch.breakpoints(np.arange(10.0))
 
 
 def test_the_in_context_score_is_late_minus_early_loss():
@@ -239,7 +240,7 @@ def test_the_viewer_draws_the_timeline_and_a_strangers_names_stay_text(tmp_path)
     t = planted(tmp_path, steps, {(1, 0): jump}, loss=np.where(np.arange(n) >= 20, 1.0, 3.0))
     for r in t.readings:
         r.values[PAYLOAD] = r.values["induction"]
-    formed = tl.formations(t)
+    formed = ch.formations(t)
     data = timeline_data(t, formed, (*TIMELINE_SHOWN, PAYLOAD))
     assert data["steps"] == steps.tolist() and set(data["values"]) == {"induction", "prev_token", PAYLOAD}
     assert data["formations"] == [{"layer": 1, "head": 0, "role": "induction", "quantity": "induction",
@@ -277,7 +278,7 @@ def test_the_viewers_strip_labels_each_head_and_shades_an_epoch_only_when_it_is_
         for e in range(-1, epochs):
             v.add(e, w)
         page = tmp_path / f"viewer{epochs}.html"
-        v.write(page, "t", layers=2, heads=2, timeline=timeline_data(t, tl.formations(t), ("induction", "prev_token")))
+        v.write(page, "t", layers=2, heads=2, timeline=timeline_data(t, ch.formations(t), ("induction", "prev_token")))
         labels[epochs] = re.search(r'aria-label="(heads timeline[^"]*)"', dump_dom(page)).group(1)
     assert "rows L0 H0 to L1 H1, one a head" in labels[1]
     assert "the shown epoch: every reading (not shaded)" in labels[1] and f"its maps at step {steps[-1]}" in labels[1]

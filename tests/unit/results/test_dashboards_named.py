@@ -56,7 +56,7 @@ def test_an_optuna_study_names_its_dashboard_without_the_password():
 def test_the_heads_line_says_why_change_points_were_not_sought_and_how_to_get_them(tmp_path):
     """Issue 50. Before: a README install (no `timeline` extra) printed `change points not sought` and
     neither why nor how to get them."""
-    from attnexp.heads.timeline import NEEDS
+    from attnexp.heads.changes import NEEDS
     from attnexp.results.ending import heads_line
 
     s = {"attention_maps": {"timeline": {"file": str(tmp_path / "maps" / "timeline.jsonl"), "readings": 5,
