@@ -150,8 +150,8 @@ def Kept():
             self.batches = []
 
         def on_test_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
-            if getattr(pl_module, "test_pred", None) is not None:
-                self.batches.append(pl_module.test_pred)
+            if outputs is not None:  # test_step's (predictions, labels), a classifier's
+                self.batches.append(outputs)
 
         def in_split_order(self, dm) -> dict | None:
             """{"label": [...], "pred": [...]}, example i of the split at i; None for a language model."""

@@ -83,17 +83,19 @@ class AttnexpModule(L.LightningModule):
         return loss, count, correct, logits.detach().argmax(-1) if self.classify else None
 
     def model_step(self, batch: dict, stage: str) -> torch.Tensor:
+        return self._step(batch, stage)[0]
+
+    def _step(self, batch: dict, stage: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The loss (its sums kept for the epoch's metrics) and a classifier's predictions, else None."""
         pad = batch["pad_mask"] if batch.get("padded", True) else None
         labels = batch["labels"]
         loss, count, correct, pred = self.step_fn(batch["input_ids"], pad, labels)
         if self.classify:
             self._count_confusion(stage, pred, labels)
-            if stage == "test":  # on the device: `eval` keeps them (nothing more in the training step)
-                self.test_pred = (pred, labels)
         sums = torch.stack([loss.detach().float() * count, count.float(), correct.float()])
         self._sums[stage] = sums if stage not in self._sums else self._sums[stage] + sums
         self._step_count = count
-        return loss
+        return loss, pred
 
     def _count_confusion(self, stage: str, pred: torch.Tensor, labels: torch.Tensor) -> None:
         """(true, predicted) counts on the device; an ignored label goes to a last bin that is dropped."""
@@ -217,7 +219,10 @@ class AttnexpModule(L.LightningModule):
         self.model_step(batch, "val")
 
     def test_step(self, batch, batch_idx):
-        self.model_step(batch, "test")
+        """A classifier's predictions and labels, on the device (Lightning hands them to callbacks:
+        `attnexp eval` keeps them for predictions.json); None for a language model."""
+        pred = self._step(batch, "test")[1]
+        return None if pred is None else (pred, batch["labels"])
 
     def configure_optimizers(self):
         # optim.total_steps if set; else the length of the schedule this run started with (restored
