@@ -70,12 +70,12 @@ def test_reads(places: Iterable[Path | str]) -> dict[str, list[dict]]:
     folder, a checkpoint in one, or a sweep folder with runs below it); [] for a run never tested."""
     from attnexp.config import layout
     from attnexp.results import test_reads as ledger
+    from attnexp.results.compare import find_summaries
 
     runs = {}
     for p in map(Path, places):
-        p = (ledger.run_of(p) or p.parent) if p.is_file() else p
-        for s in [p / layout.SUMMARY] if (p / layout.CHECKPOINTS).is_dir() else sorted(p.glob(f"**/{layout.SUMMARY}")):
-            if (s.parent / layout.CHECKPOINTS).is_dir():
+        for s in find_summaries([(ledger.run_of(p) or p.parent) if p.is_file() else p]):  # compare's walk
+            if (s.parent / layout.CHECKPOINTS).is_dir():  # a run, not an eval's folder
                 runs[str(s.parent)] = ledger.read(s.parent)
     return runs
 

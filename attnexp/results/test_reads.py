@@ -51,5 +51,5 @@ def read(run_dir: Path | str) -> list[dict]:
 
 def run_of(checkpoint: Path | str) -> Path | None:
     """The run folder a checkpoint was saved in (<run>/checkpoints/x.ckpt), or None."""
-    run = Path(checkpoint).resolve().parent.parent
-    return run if Path(checkpoint).resolve().parent.name == layout.CHECKPOINTS and (run / layout.SUMMARY).is_file() else None
+    folder = Path(checkpoint).resolve().parent
+    return folder.parent if folder.name == layout.CHECKPOINTS and (folder.parent / layout.SUMMARY).is_file() else None
