@@ -67,13 +67,14 @@ def provenance(runs: Iterable[Path | str] = (), read_here: Sequence[str] = ()) -
 
 def test_reads(places: Iterable[Path | str]) -> dict[str, list[dict]]:
     """{run folder: the reads of its test split it records} for every run folder in `places` (a run
-    folder, a checkpoint in one, or a sweep folder with runs below it); [] for a run never tested."""
+    folder, a checkpoint in one, or a sweep folder with runs below it); [] for a run never tested; a
+    place that is gone is left out (a study's /tmp runs may be cleaned before it writes)."""
     from attnexp.config import layout
     from attnexp.results import test_reads as ledger
     from attnexp.results.compare import find_summaries
 
     runs = {}
-    for p in map(Path, places):
+    for p in (p for p in map(Path, places) if p.exists()):
         for s in find_summaries([(ledger.run_of(p) or p.parent) if p.is_file() else p]):  # compare's walk
             if (s.parent / layout.CHECKPOINTS).is_dir():  # a run, not an eval's folder
                 runs[str(s.parent)] = ledger.read(s.parent)

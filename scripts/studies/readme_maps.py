@@ -191,8 +191,8 @@ def main() -> None:
         comparison(report)
     keys = {"synthetic": ("copy", "reverse")}  # the file gathers parts made by different calls: each says how
     for key in (k for part in parts for k in keys.get(part, (part,))):
-        runs = {"report": lambda: [report["report"]["sweep"]], "newsgroups": lambda: [report["newsgroups"]["run"]]}
-        report.setdefault("made", {})[key] = provenance(runs=runs.get(key, list)())
+        folders = [report[key][f] for f in ("sweep", "run") if f in report[key]]  # the part's own runs
+        report.setdefault("made", {})[key] = provenance(runs=folders)
     path.write_text(json.dumps(report, indent=2) + "\n")
 
 
