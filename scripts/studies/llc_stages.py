@@ -121,8 +121,9 @@ def main() -> None:
     rows, variants = [], [v for v in args.variants.split(",") if v]
     llc_on = ["maps.llc=true", *(["maps.llc_draws=5", "maps.llc_readings=4"] if args.smoke else [])]
     for arm in variants or args.arms.split(","):  # the long text runs first: two at a time, the short ones after
-        preset, steps, size, least = PRESETS["synthetic" if variants else arm]
-        size = SMOKE["synthetic" if variants else arm] if args.smoke else size
+        kind = "synthetic" if variants else arm  # a variant runs the synthetic arm
+        preset, steps, size, least = PRESETS[kind]
+        size = SMOKE[kind] if args.smoke else size
         jobs = [(arm, [*llc_on, *([f"attention={arm}"] if variants else [])], seed) for seed in SEEDS]
         done = run_all(jobs, root, steps, args.smoke, args.workers, preset=preset, size=size)
         rows += [llc_row(run, arm, seed, least) for (_, _, seed), run in done]
