@@ -61,7 +61,12 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
         from attnexp.launch.sweeps import adapt_submitit
 
         adapt_submitit()
-    hydra_task(overrides, multirun, started)()
+    if flags.cfg or flags.info or flags.resolve or flags.experimental_rerun:  # Hydra's own answers
+        hydra_task(overrides, multirun, started)()
+    else:  # Hydra's run with the mode the plan composed: one composition fewer than @hydra.main's
+        from attnexp.compat.hydra import run
+
+        run(lambda cfg: job(cfg, overrides, multirun, started), sys.argv[1:], plan.mode)
     if sweep_root and nothing_ran(sweep_root):
         return 0  # an Optuna study that already had its trials: said so, with its best; no sweep folder
     return finish_sweep(sweep_root, overrides) if sweep_root else 0

@@ -32,3 +32,31 @@ def config_loader(search_path):
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
 
     return ConfigLoaderImpl(config_search_path=search_path)
+
+
+def run(task_function, argv: list[str], mode) -> None:
+    """Hydra's run or multirun of `task_function` on the command line `argv`, as @hydra.main starts it
+    (hydra._internal.utils._run_hydra: the search path, --config-dir, the app, errors reported as Hydra
+    reports them), less the composition it makes only to read `hydra.mode` (Hydra.get_mode): the caller
+    has composed that config already and gives its `hydra.mode`. The job is then composed once."""
+    import os
+
+    from hydra import version
+    from hydra._internal.hydra import Hydra
+    from hydra._internal.utils import _run_app, run_and_report
+    from hydra.core.config_search_path import SearchPathQuery
+    from hydra.core.global_hydra import GlobalHydra
+
+    from attnexp.config.paths import conf_dir
+
+    args = args_parser().parse_args(argv)
+    version.setbase("1.3")
+    path = config_search_path(str(conf_dir()))
+    if args.config_dir is not None:  # the caller checked that it is a folder
+        path.prepend("command-line", f"file://{os.path.abspath(args.config_dir)}", SearchPathQuery(provider="schema"))
+    hydra = run_and_report(lambda: Hydra.create_main_hydra2(task_name="train", config_search_path=path))
+    try:
+        _run_app(run=not args.multirun, multirun=args.multirun, mode=mode, hydra=hydra, config_name="config",
+                 task_function=task_function, overrides=args.overrides)
+    finally:
+        GlobalHydra.instance().clear()

@@ -91,6 +91,11 @@ class Plan:
         return OmegaConf.select(self.cfg, "resume", default=None) or None
 
     @property
+    def mode(self):
+        """The composed hydra.mode (None unless a config sets it): what Hydra's run reads to run or sweep."""
+        return OmegaConf.select(self.cfg, "hydra.mode")
+
+    @property
     def sweeper(self) -> str:
         return str(OmegaConf.select(self.cfg, "hydra.sweeper._target_") or "")
 

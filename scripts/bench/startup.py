@@ -4,6 +4,12 @@ measured from the top of attnexp/__main__.py), for the README's default run, eac
 process; and how long `import attnexp.training.fit` alone takes (Lightning, torch, torchmetrics).
 
     python scripts/bench/startup.py --repeats 5
+    python scripts/bench/startup.py --repeats 7 --against 47c2e01
+
+`--against REV` times that commit's code beside this checkout's in the same run, the two arms
+taking turns (a git worktree of REV, first on PYTHONPATH), and writes
+scripts/results/startup_cpu_against.json with each arm's times and the ratio of their medians: this
+machine is shared and noisy, so a change in start-up is a ratio measured together, not two files.
 
 What is installed matters: torchmetrics imports scipy.signal when scipy is there (scikit-learn
 brings it: the `newsgroups` extra) and transformers when that is there (the `test` extra). The
@@ -29,13 +35,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--tag", default="")
+    ap.add_argument("--against", metavar="REV", help="time that commit's start-up beside this checkout's")
     args = ap.parse_args()
+    if args.against:
+        return against(args.against, args.repeats)
     startup, imports = [], []
     for i in range(args.repeats):
-        with tempfile.TemporaryDirectory() as d:
-            subprocess.run([sys.executable, "-m", "attnexp", "train", "trainer.max_steps=1", "test=false",
-                            f"hydra.run.dir={d}/run"], cwd=d, check=True, capture_output=True)
-            startup.append(json.loads(Path(d, "run", "summary.json").read_text())["startup_s"])
+        startup.append(first_step())
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-c", "import attnexp.training.fit"], check=True)
         imports.append(round(time.perf_counter() - t0, 2))
@@ -48,6 +54,47 @@ def main() -> None:
     (out / f"startup_cpu{args.tag}.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nmedian of {args.repeats}: first training step after {result['median_startup_s']:.2f} s "
           f"(import attnexp.training.fit {result['median_import_train_s']:.2f} s); installed: {present}")
+
+
+def first_step(env: dict | None = None) -> float:
+    """Seconds from `python -m attnexp train` to the first training step, in a fresh process and folder."""
+    with tempfile.TemporaryDirectory() as d:
+        subprocess.run([sys.executable, "-m", "attnexp", "train", "trainer.max_steps=1", "test=false",
+                        f"hydra.run.dir={d}/run"], cwd=d, check=True, capture_output=True, env=env)
+        return json.loads(Path(d, "run", "summary.json").read_text())["startup_s"]
+
+
+def against(rev: str, repeats: int) -> None:
+    import os
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    from common import provenance
+
+    with tempfile.TemporaryDirectory() as d:
+        tree = Path(d) / "tree"
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), rev], check=True,
+                       capture_output=True)
+        try:
+            env = {**os.environ, "PYTHONPATH": str(tree)}
+            here = {**os.environ, "PYTHONPATH": str(REPO)}
+            code = subprocess.run([sys.executable, "-c", "import attnexp; print(attnexp.__file__)"], env=env,
+                                  capture_output=True, text=True, check=True).stdout.strip()
+            assert code.startswith(str(tree)), f"the {rev} arm imported {code}"
+            times = {"this": [], rev: []}
+            first_step(here), first_step(env)  # the disk cache warm for both arms alike
+            for i in range(repeats):
+                for arm in ((rev, "this") if i % 2 else ("this", rev)):
+                    times[arm].append(first_step(here if arm == "this" else env))
+                print(f"repeat {i}: this {times['this'][-1]:.2f} s, {rev} {times[rev][-1]:.2f} s", flush=True)
+        finally:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], capture_output=True)
+    medians = {arm: statistics.median(t) for arm, t in times.items()}
+    result = {"startup_s": times, "median_startup_s": medians, "ratio_this_to_against": medians["this"] / medians[rev],
+              "against": rev, "made": provenance()}
+    out = REPO / "scripts" / "results" / "startup_cpu_against.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nmedian of {repeats}: this checkout {medians['this']:.2f} s, {rev} {medians[rev]:.2f} s "
+          f"(ratio {result['ratio_this_to_against']:.3f}) -> {out}")
 
 
 if __name__ == "__main__":

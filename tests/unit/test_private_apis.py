@@ -29,6 +29,18 @@ def test_hydras_parser_search_path_loader_and_sweep_expansion():
          ("seed=2", "model.n_layers=2")])
 
 
+def test_hydras_run_as_hydra_main_starts_it():
+    """compat.hydra.run is _run_hydra's run path less its get_mode: the calls it makes keep their names."""
+    from hydra._internal import utils
+    from hydra._internal.hydra import Hydra
+
+    run_hydra = inspect.getsource(utils._run_hydra)
+    assert "hydra.get_mode(" in run_hydra and "_run_app(" in run_hydra and "create_main_hydra2(" in run_hydra
+    assert list(inspect.signature(utils._run_app).parameters) == ["run", "multirun", "mode", "hydra", "config_name",
+                                                                  "task_function", "overrides"]
+    assert {"task_name", "config_search_path"} <= set(inspect.signature(Hydra.create_main_hydra2).parameters)
+
+
 def test_optunas_study_storage_and_trial_ids(tmp_path):
     optuna = pytest.importorskip("optuna", reason="needs Optuna (pip install -e '.[sweep]')")
     from attnexp.compat import optuna as o
