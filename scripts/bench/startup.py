@@ -77,7 +77,7 @@ def against(rev: str, repeats: int) -> None:
         try:
             env = {**os.environ, "PYTHONPATH": str(tree)}
             here = {**os.environ, "PYTHONPATH": str(REPO)}
-            code = subprocess.run([sys.executable, "-c", "import attnexp; print(attnexp.__file__)"], env=env,
+            code = subprocess.run([sys.executable, "-c", "import attnexp; print(attnexp.__file__)"], env=env, cwd=d,
                                   capture_output=True, text=True, check=True).stdout.strip()
             assert code.startswith(str(tree)), f"the {rev} arm imported {code}"
             times = {"this": [], rev: []}

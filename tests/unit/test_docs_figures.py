@@ -395,3 +395,21 @@ def test_the_text_presets_variants_table_is_the_result_files():
     tf = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tf)
     assert tf.docs_rows() in (REPO / "docs" / "maps.md").read_text()
+
+
+def test_the_start_up_figures_quoted_are_the_benchmarks_files():
+    """docs/benchmarks.md's start-up: the default install's median (startup_cpu.json) and the start-up
+    with one composition fewer against the commit before it, measured together
+    (scripts/bench/startup.py --against: startup_cpu_against.json)."""
+    import json
+
+    results = REPO / "scripts" / "results"
+    text = " ".join((REPO / "docs" / "benchmarks.md").read_text().split())
+    assert f"**{json.loads((results / 'startup_cpu.json').read_text())['median_startup_s']:.2f} s**" in text
+    ab = json.loads((results / "startup_cpu_against.json").read_text())
+    rev, this = ab["against"], ab["median_startup_s"]["this"]
+    quoted = (f"a median of {this:.2f} s against {ab['median_startup_s'][rev]:.2f} s for the commit before, the two "
+              f"arms taking turns in one run, {len(ab['startup_s']['this'])} starts each (`--against {rev}`), a ratio "
+              f"of {ab['ratio_this_to_against']:.3f}")
+    assert quoted in text
+    assert f"`python scripts/bench/startup.py --repeats {len(ab['startup_s'][rev])} --against {rev}`" in text
