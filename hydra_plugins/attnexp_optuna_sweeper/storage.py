@@ -37,11 +37,15 @@ def check_sqlite(path: Path) -> None:
     except FileRefused as e:
         raise SweepError(f"hydra.sweeper.storage: {path} is {e}; give a new file name, or move it away to start the "
                          f"study afresh") from None
+    only_optunas(tables, path, "give a new file name, or move it away to start the study afresh")
+
+
+def only_optunas(tables: set[str], where, fix: str) -> None:
+    """The one 'another tool's database' check, for a study file and a server alike."""
     foreign = sorted(tables - OPTUNA_TABLES)
     if foreign:
-        raise SweepError(f"hydra.sweeper.storage: {path} is another tool's database (it holds tables "
-                         f"{', '.join(foreign[:4])}{' ...' if len(foreign) > 4 else ''}, which no Optuna study has); "
-                         f"give a new file name, or move it away to start the study afresh")
+        raise SweepError(f"hydra.sweeper.storage: {where} is another tool's database (it holds tables "
+                         f"{', '.join(foreign[:4])}{' ...' if len(foreign) > 4 else ''}, which no Optuna study has); {fix}")
 
 
 def check(storage: StudyStorage | None) -> None:
@@ -113,11 +117,7 @@ def check_server(storage: StudyStorage) -> None:
                          f"address, the user and the password") from None
     finally:
         engine.dispose()
-    foreign = sorted(tables - OPTUNA_TABLES)
-    if foreign:
-        raise SweepError(f"hydra.sweeper.storage: {shown} is another tool's database (it holds tables "
-                         f"{', '.join(foreign[:4])}{' ...' if len(foreign) > 4 else ''}, which no Optuna study has); "
-                         f"give Optuna a database of its own (CREATE DATABASE optuna)")
+    only_optunas(tables, shown, "give Optuna a database of its own (CREATE DATABASE optuna)")
 
 
 def open_to_read(storage: StudyStorage):
