@@ -65,8 +65,9 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
         hydra_task(overrides, multirun, started)()
     else:  # Hydra's run with the mode the plan composed: one composition fewer than @hydra.main's
         from attnexp.compat.hydra import run
+        from attnexp.config.paths import conf_dir
 
-        run(lambda cfg: job(cfg, overrides, multirun, started), sys.argv[1:], plan.mode)
+        run(lambda cfg: job(cfg, overrides, multirun, started), sys.argv[1:], plan.mode, str(conf_dir()))
     if sweep_root and nothing_ran(sweep_root):
         return 0  # an Optuna study that already had its trials: said so, with its best; no sweep folder
     return finish_sweep(sweep_root, overrides) if sweep_root else 0

@@ -34,11 +34,11 @@ def config_loader(search_path):
     return ConfigLoaderImpl(config_search_path=search_path)
 
 
-def run(task_function, argv: list[str], mode) -> None:
-    """Hydra's run or multirun of `task_function` on the command line `argv`, as @hydra.main starts it
-    (hydra._internal.utils._run_hydra: the search path, --config-dir, the app, errors reported as Hydra
-    reports them), less the composition it makes only to read `hydra.mode` (Hydra.get_mode): the caller
-    has composed that config already and gives its `hydra.mode`. The job is then composed once."""
+def run(task_function, argv: list[str], mode, conf_dir: str) -> None:
+    """Hydra's run or multirun of `task_function` on the command line `argv`, configs in `conf_dir`, as
+    @hydra.main starts it (hydra._internal.utils._run_hydra: the search path, --config-dir, the app,
+    errors reported as Hydra reports them), less the composition it makes only to read `hydra.mode`
+    (Hydra.get_mode): the caller has composed that config already and gives its `hydra.mode`."""
     import os
 
     from hydra import version
@@ -47,11 +47,9 @@ def run(task_function, argv: list[str], mode) -> None:
     from hydra.core.config_search_path import SearchPathQuery
     from hydra.core.global_hydra import GlobalHydra
 
-    from attnexp.config.paths import conf_dir
-
     args = args_parser().parse_args(argv)
     version.setbase("1.3")
-    path = config_search_path(str(conf_dir()))
+    path = config_search_path(conf_dir)
     if args.config_dir is not None:  # the caller checked that it is a folder
         path.prepend("command-line", f"file://{os.path.abspath(args.config_dir)}", SearchPathQuery(provider="schema"))
     hydra = run_and_report(lambda: Hydra.create_main_hydra2(task_name="train", config_search_path=path))
