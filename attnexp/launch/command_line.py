@@ -9,7 +9,7 @@ import re
 
 from omegaconf import OmegaConf
 
-from attnexp.config import ConfigError
+from attnexp.config import ConfigError, split_override
 from attnexp.launch.compose import compose
 
 _TYPES = {"Integer": "an integer", "Float": "a number", "Boolean": "true or false", "bool": "true or false"}
@@ -35,8 +35,8 @@ def explain(e: Exception, overrides: list[str]) -> str:
     if m:
         return unknown_key(m.group(1), overrides)
     m = re.match(r"Error merging override (.*)", text)
-    if m and m.group(1).startswith("hydra.sweeper.") and "hparams_search=optuna" in overrides:
-        return sweeper_key(m.group(1).split("=", 1)[0])
+    if m and m.group(1).startswith("hydra.sweeper.") and optuna_sweeps(composed_without(m.group(1), overrides)):
+        return sweeper_key(split_override(m.group(1))[0])
     if m and e.__cause__ is not None:
         cause = str(e.__cause__).splitlines()[0]
         kind = re.search(r"could not be converted to (\w+)|is not a valid (\w+)", cause)
@@ -114,21 +114,31 @@ def sweeper_key(key: str) -> str:
             f"{', '.join(keys)} (sampler=tpe|random, pruner=median|none; the search space in hydra.sweeper.params)")
 
 
-def unknown_key(key: str, overrides: list[str]) -> str:
-    groups = [o for o in overrides if "=" in o and "." not in o.split("=", 1)[0] and not o.startswith(("+", "~"))]
+def composed_without(bad: str, overrides: list[str]):
+    """The config the command line composes without the override Hydra refused (`bad`, or the one of
+    its key), so its message is decided by what the rest chose (an experiment or local/default.yaml
+    may pick the sweeper as well as hparams_search=optuna typed); None where the rest fails too."""
+    key = split_override(bad)[0]
     try:
-        cfg = compose(groups)
-        keys = _keys(OmegaConf.to_container(cfg, resolve=False))
-    except Exception:  # the groups themselves do not compose: say what we know
-        keys = []
-    keys = [k for k in keys if not k.startswith("hydra.")]
-    if key.startswith("hydra.sweeper.") and "hparams_search=optuna" in overrides:
+        return compose([o for o in overrides if o != bad and split_override(o)[0] != key])
+    except Exception:  # noqa: BLE001 - another mistake: the message says what is known
+        return None
+
+
+def optuna_sweeps(cfg) -> bool:
+    return cfg is not None and "attnexp_optuna_sweeper" in str(OmegaConf.select(cfg, "hydra.sweeper._target_") or "")
+
+
+def unknown_key(key: str, overrides: list[str]) -> str:
+    cfg = composed_without(key, overrides)
+    keys = [k for k in _keys(OmegaConf.to_container(cfg, resolve=False)) if not k.startswith("hydra.")] if cfg else []
+    if key.startswith("hydra.sweeper.") and optuna_sweeps(cfg):
         return sweeper_key(key)
     if key in EQUIVALENTS:
         return f"{key} is not a config key; attnexp's is {EQUIVALENTS[key]}"
     group = close_group(key)
     if group:  # a misspelt group (atention=rotary) got no suggestion where a misspelt key did
-        value = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("+~") == key), "...")
+        value = next((split_override(o)[1] for o in overrides if split_override(o)[0] == key), "...")
         return f"{key} is not a config group or key; did you mean {group}={value}? (train --help lists the groups)"
     hint = f"; did you mean {close_key(key, keys)}?" if close_key(key, keys) else \
         "; `python -m attnexp train --cfg job` prints every key"

@@ -72,3 +72,29 @@ def test_a_missing_config_dir_is_one_line(tmp_path, capsys, monkeypatch):
 def test_a_sweep_over_every_experiment_includes_the_users(user_conf):
     jobs = sweep_jobs(with_config_dir(["experiment=glob(*)"], str(user_conf)))
     assert any("experiment=mine" in job for job in jobs) and any("experiment=copy" in job for job in jobs)
+
+
+SEARCH = """\
+# @package _global_
+# my search: attnexp's Optuna sweeper chosen by an experiment, not by hparams_search=optuna
+defaults:
+  - override /hydra/sweeper: attnexp_optuna
+"""
+
+
+@pytest.mark.parametrize("bad, says", [
+    ("hydra.sweeper.sampler.n_startup_trials=5", "hydra.sweeper.sampler.n_startup_trials is not a key of attnexp's "
+                                                 "Optuna sweeper (attnexp's sampler takes only"),
+    ("hydra.sweeper.n_trails=5", "hydra.sweeper.n_trails is not a key of attnexp's Optuna sweeper; it takes"),
+    ("model.n_layer=5", "model.n_layer is not a config key; did you mean model.n_layers?"),
+])
+def test_a_mistake_is_explained_by_what_the_rest_of_the_command_line_composes(user_conf, bad, says, capsys, monkeypatch,
+                                                                             tmp_path):
+    """Whether a hydra.sweeper key is the Optuna sweeper's was read from the text `hparams_search=optuna` on
+    the command line: a user's experiment that picks the sweeper got "Cannot convert 'dict' to string" and
+    "not a config key" for the same two mistakes (issue 51: decide from the composed config)."""
+    (user_conf / "experiment" / "search.yaml").write_text(SEARCH)
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "-m", "--config-dir", "myconf", "experiment=search", bad]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"attnexp: config error: {says}") and "\n" not in err, err
