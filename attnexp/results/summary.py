@@ -140,21 +140,6 @@ def static_record(run: Run, n_params: int, data: dict, dashboards: list[str] = (
     }
 
 
-LOSS_CURVES = ("train/loss", "val/loss")
-
-
-def tensorboard_page(port: int = 6006) -> str:
-    """TensorBoard's Time Series page with the loss curves pinned above every group. Its groups are
-    sorted by tag, so `attn/` (the maps' layer means) comes before `train/` and `val/`, and
-    TensorBoard offers no order of one's own (its maintainers point to tag names or the Custom
-    Scalars tab, tensorflow/tensorboard#865); what it does read from the page's address is which
-    cards are pinned (`pinnedCards`, a JSON list of {plugin, tag})."""
-    import json
-
-    pins = json.dumps([{"plugin": "scalars", "tag": t} for t in LOSS_CURVES], separators=(",", ":"))
-    return f"http://localhost:{port}/?pinnedCards={pins}#timeseries"
-
-
 def task_record(t) -> dict:
     """What the task was: the settings that applied to it (a classifier has no LM objective)."""
     if t.name == "classify":

@@ -70,10 +70,23 @@ class Adapter:
         pass
 
 
+LOSS_CURVES = ("train/loss", "val/loss")
+
+
+def tensorboard_page(port: int = 6006) -> str:
+    """TensorBoard's Time Series page with the loss curves pinned above every group. Its groups are
+    sorted by tag, so `attn/` (the maps' layer means) comes before `train/` and `val/`, and
+    TensorBoard offers no order of one's own (its maintainers point to tag names or the Custom
+    Scalars tab, tensorflow/tensorboard#865); what it does read from the page's address is which
+    cards are pinned (`pinnedCards`, a JSON list of {plugin, tag})."""
+    import json
+
+    pins = json.dumps([{"plugin": "scalars", "tag": t} for t in LOSS_CURVES], separators=(",", ":"))
+    return f"http://localhost:{port}/?pinnedCards={pins}#timeseries"
+
+
 class TensorBoard(Adapter):
     def dashboards(self, spec, out_dir):
-        from attnexp.results.summary import tensorboard_page
-
         folder = Path(str(spec.get("save_dir", out_dir))) / str(spec.get("name") or "")
         return [f"tensorboard --logdir {shlex.quote(str(folder))}", f"open {shlex.quote(tensorboard_page())}"]
 

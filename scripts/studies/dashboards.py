@@ -136,11 +136,11 @@ def check(url: str) -> dict:
 
 def first_cards(url: str) -> dict:
     """The first scalar tags TensorBoard's Time Series page shows, opened plainly and at the page the
-    run names (attnexp.results.summary.tensorboard_page: the loss curves pinned first)."""
+    run names (attnexp.training.loggers.tensorboard_page: the loss curves pinned first)."""
     sys.path.insert(0, str(REPO / "scripts"))
     from common import page_dom
 
-    from attnexp.results.summary import tensorboard_page
+    from attnexp.training.loggers import tensorboard_page
 
     port = urllib.parse.urlsplit(url).port
     out = {}

@@ -165,6 +165,31 @@ def test_lightning_private_parts_are_read_in_the_adapter_only():
     assert not found, found
 
 
+LOGGER_NAMES = re.compile(r"tensorboard|wandb|mlflow|csvlogger", re.I)
+LOGGER_HOMES = {"training/loggers.py", "compat/lightning.py"}  # the adapters; Lightning's private parts
+
+
+def test_everything_logger_specific_lives_in_its_adapter():
+    """Issue 51 item 3: a name or a string in code (not a docstring or a comment) that names TensorBoard,
+    wandb, MLflow or CSV's logger appears only in training/loggers.py (and compat/lightning.py's
+    private reads). Before, results/summary.py built TensorBoard's page address."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if str(path.relative_to(PACKAGE)) in LOGGER_HOMES:
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.ClassDef,
+                      ast.FunctionDef, ast.AsyncFunctionDef)) and n.body and isinstance(n.body[0], ast.Expr)}
+        for node in ast.walk(tree):
+            text = (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
+                    else node.name if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else node.value
+                    if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+                    else "")
+            if LOGGER_NAMES.search(text):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {text[:60]!r}")
+    assert not found, found
+
+
 REPO = PACKAGE.parent
 NAMED_PATH = re.compile(r"(?<![\w/.])((?:attnexp|scripts|conf|tests|docs|examples|hydra_plugins)/[\w/.\-]+\.(?:py|yaml|md|ipynb)"
                         r"|(?:attention|data|model|maps|results|notebook|training|launch|cli|config|compat)/\w+\.py)")

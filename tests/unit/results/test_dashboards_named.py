@@ -5,8 +5,7 @@ sweep ended without `optuna-dashboard <storage>`)."""
 from __future__ import annotations
 
 from attnexp.results.ending import end_of_run
-from attnexp.results.summary import tensorboard_page
-from attnexp.training.loggers import dashboards
+from attnexp.training.loggers import dashboards, tensorboard_page
 from hydra_plugins.attnexp_optuna_sweeper.sweeper import dashboard_command
 
 
