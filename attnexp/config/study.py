@@ -38,6 +38,10 @@ class StudyStorage:
     def shown(self) -> str:
         return hide_password(self.url)
 
+    @property
+    def postgresql(self) -> bool:
+        return self.url.startswith("postgresql")
+
     def optuna(self, **rdb):
         """What optuna.create_study / load_study take: the URL, an RDBStorage built with `rdb`, or a
         JournalStorage."""
@@ -62,6 +66,6 @@ class StudyStorage:
             from urllib.parse import quote
 
             url = f"sqlite:///file:{quote(str(self.path.resolve()))}?mode=ro&uri=true"
-        elif self.url.startswith("postgresql"):
+        elif self.postgresql:
             connect = {"options": "-c default_transaction_read_only=on", "connect_timeout": 5}
         return optuna.storages.RDBStorage(url, skip_table_creation=True, engine_kwargs={"connect_args": connect})

@@ -104,7 +104,7 @@ def check_server(storage: StudyStorage) -> None:
         raise SweepError(f"hydra.sweeper.storage={shown!r} is not a database URL; e.g. sqlite:///study.db, "
                          f"postgresql+psycopg://USER@HOST:5432/DB (the password in PGPASSWORD) or journal:FILE") from None
     try:
-        engine = create_engine(url, connect_args={"connect_timeout": 5} if url.startswith("postgresql") else {})
+        engine = create_engine(url, connect_args={"connect_timeout": 5} if storage.postgresql else {})
     except (NoSuchModuleError, ImportError, ModuleNotFoundError) as e:
         raise SweepError(f"hydra.sweeper.storage: {shown} needs a driver that is not installed ({e}); for PostgreSQL: "
                          f"pip install 'attnexp[sweep]' (psycopg) and write postgresql+psycopg://...") from None
@@ -151,7 +151,7 @@ def schema_lock(storage: StudyStorage | None):
     each had Optuna create its tables, and all but one failed on the same CREATE TABLE
     (UniqueViolation on pg_type). One holds the lock and makes them; the others then find them made.
     A no-op for SQLite (one writer at a time already), a journal file, or memory."""
-    if storage is None or not storage.url.startswith("postgresql"):
+    if storage is None or not storage.postgresql:
         yield
         return
     from sqlalchemy import create_engine, text
