@@ -7,8 +7,7 @@ import os
 import sys
 import time
 
-from attnexp.cli.env_file import load_env  # noqa: F401 - the user's .env (cli/env_file.py)
-from attnexp.launch.compose import compose  # noqa: F401 - attnexp.cli.compose, its home before 0.2 (use attnexp.api)
+from attnexp.cli.env_file import load_env
 
 USAGE = """usage: python -m attnexp <command> [args]
 
