@@ -23,6 +23,8 @@ register_resolvers()  # a job run in another process (submitit) resolves its fol
 
 # What lightning-hydra-template users type for "none" of a group; Hydra refuses a null group choice
 NULL_GROUPS = {"logger=null": "logger=none", "logger=[]": "logger=none"}
+RERUN = ("attnexp does not take Hydra's --experimental-rerun: it unpickles the file, and a pickle can run any code; "
+         "rerun a run with the overrides in its .hydra/overrides.yaml, or continue it with hydra.run.dir=DIR resume=auto")
 
 
 def train_cli(argv: list[str], started: float | None = None) -> int:
@@ -43,9 +45,12 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
 
     plan = Plan.of(argv)
     flags, multirun, overrides = plan.flags, plan.multirun, plan.overrides
+    if flags.experimental_rerun:
+        print(f"attnexp: config error: {RERUN}", file=sys.stderr)
+        return EXIT[Status.CONFIG_ERROR]
     if flags.help or flags.hydra_help or flags.shell_completion:  # Hydra answers these itself
         sys.argv = ["attnexp train", *flag_tokens(argv, overrides), *overrides]
-        hydra_task(overrides, multirun, started)()
+        start_hydra(overrides, multirun, started, None)
         return 0
     code = check_before_hydra(plan)
     if code is not None:
@@ -61,13 +66,7 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
         from attnexp.launch.sweeps import adapt_submitit
 
         adapt_submitit()
-    if flags.cfg or flags.info or flags.resolve or flags.experimental_rerun:  # Hydra's own answers
-        hydra_task(overrides, multirun, started)()
-    else:  # Hydra's run with the mode the plan composed: one composition fewer than @hydra.main's
-        from attnexp.compat.hydra import run
-        from attnexp.config.paths import conf_dir
-
-        run(lambda cfg: job(cfg, overrides, multirun, started), sys.argv[1:], plan.mode, str(conf_dir()))
+    start_hydra(overrides, multirun, started, plan.mode)
     if sweep_root and nothing_ran(sweep_root):
         return 0  # an Optuna study that already had its trials: said so, with its best; no sweep folder
     return finish_sweep(sweep_root, overrides) if sweep_root else 0
@@ -161,16 +160,13 @@ def flag_tokens(argv: list[str], overrides: list[str]) -> list[str]:
     return out
 
 
-def hydra_task(overrides: list[str], multirun: bool, started: float | None):
-    import hydra
-
+def start_hydra(overrides: list[str], multirun: bool, started: float | None, mode) -> None:
+    """Hydra on sys.argv, as @hydra.main starts it, with the run mode the plan composed (compat/hydra.run:
+    one composition fewer than @hydra.main's); each job is `job`."""
+    from attnexp.compat.hydra import run
     from attnexp.config.paths import conf_dir
 
-    @hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")
-    def task(cfg):
-        return job(cfg, overrides, multirun, started)
-
-    return task
+    run(lambda cfg: job(cfg, overrides, multirun, started), sys.argv[1:], mode, str(conf_dir()))
 
 
 JOBS_STARTED: list[Path] = []  # the jobs this process ran of a sweep (Hydra's basic launcher runs them in turn)

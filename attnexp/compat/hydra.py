@@ -38,17 +38,21 @@ def run(task_function, argv: list[str], mode, conf_dir: str) -> None:
     """Hydra's run or multirun of `task_function` on the command line `argv`, configs in `conf_dir`, as
     @hydra.main starts it (hydra._internal.utils._run_hydra: the search path, --config-dir, the app,
     errors reported as Hydra reports them), less the composition it makes only to read `hydra.mode`
-    (Hydra.get_mode): the caller has composed that config already and gives its `hydra.mode`."""
+    (Hydra.get_mode): the caller has composed that config already and gives its `hydra.mode`. The flags
+    Hydra answers itself (--help, --hydra-help, --cfg, --info, --resolve, completion) go to _run_hydra."""
     import os
 
     from hydra import version
     from hydra._internal.hydra import Hydra
-    from hydra._internal.utils import _run_app, run_and_report
+    from hydra._internal.utils import _run_app, _run_hydra, run_and_report
     from hydra.core.config_search_path import SearchPathQuery
     from hydra.core.global_hydra import GlobalHydra
 
-    args = args_parser().parse_args(argv)
+    parser = args_parser()
+    args = parser.parse_args(argv)
     version.setbase("1.3")
+    if args.help or args.hydra_help or args.shell_completion or args.cfg or args.info or args.resolve:
+        return _run_hydra(args, parser, task_function, conf_dir, "config")
     path = config_search_path(conf_dir)
     if args.config_dir is not None:  # the caller checked that it is a folder
         path.prepend("command-line", f"file://{os.path.abspath(args.config_dir)}", SearchPathQuery(provider="schema"))

@@ -30,7 +30,8 @@ def test_hydras_parser_search_path_loader_and_sweep_expansion():
 
 
 def test_hydras_run_as_hydra_main_starts_it():
-    """compat.hydra.run is _run_hydra's run path less its get_mode: the calls it makes keep their names."""
+    """compat.hydra.run is _run_hydra's run path less its get_mode, and _run_hydra itself for the flags
+    Hydra answers: the calls it makes keep their names."""
     from hydra._internal import utils
     from hydra._internal.hydra import Hydra
 
@@ -39,6 +40,8 @@ def test_hydras_run_as_hydra_main_starts_it():
     assert list(inspect.signature(utils._run_app).parameters) == ["run", "multirun", "mode", "hydra", "config_name",
                                                                   "task_function", "overrides"]
     assert {"task_name", "config_search_path"} <= set(inspect.signature(Hydra.create_main_hydra2).parameters)
+    assert list(inspect.signature(utils._run_hydra).parameters)[:5] == ["args", "args_parser", "task_function",
+                                                                      "config_path", "config_name"]
 
 
 def test_optunas_study_storage_and_trial_ids(tmp_path):

@@ -75,3 +75,28 @@ def test_a_misspelt_group_gets_a_suggestion(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, _, err = said(capsys, "atention=rotary")
     assert code == 2 and "did you mean attention=rotary?" in err and err.count("\n") == 1, err
+
+
+class _Payload:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_hydras_experimental_rerun_is_refused_before_its_pickle_is_read(tmp_path, capsys, monkeypatch):
+    """`train --experimental-rerun FILE` went to Hydra, which unpickles FILE: a planted pickle ran its
+    code (then Hydra's traceback). A rerun file is a stranger's file like a checkpoint: data, never
+    code, so attnexp refuses the flag in one line and names how to rerun a run."""
+    import pickle
+
+    monkeypatch.chdir(tmp_path)
+    marker = tmp_path / "ran"
+    (tmp_path / "config.pickle").write_bytes(pickle.dumps(_Payload(marker)))
+    code, out, err = said(capsys, "--experimental-rerun", str(tmp_path / "config.pickle"))
+    assert code == 2 and not marker.exists(), "the pickle's payload ran"
+    assert err.strip().startswith("attnexp: config error: attnexp does not take Hydra's --experimental-rerun")
+    assert len(err.strip().splitlines()) == 1 and "overrides.yaml" in err and not list(tmp_path.glob("outputs"))
