@@ -33,8 +33,7 @@ class Pruned(Exception):
 
 
 class Diverged(Exception):
-    def __init__(self, message: str):
-        super().__init__(message)
+    """A loss or monitored value that is no longer a number; no checkpoint of it is kept."""
 
 
 # What torch.save's zip writer says when a write comes up short (it reports no errno)
