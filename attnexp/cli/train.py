@@ -35,7 +35,6 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
     from attnexp.launch.compose import register_schemas
 
     register_schemas()
-    JOBS_STARTED.clear()
 
     argv, problem = take_passwords([NULL_GROUPS.get(a, a) for a in argv])  # before Hydra writes any override down
     if problem:
@@ -166,15 +165,13 @@ def start_hydra(overrides: list[str], multirun: bool, started: float | None, mod
     from attnexp.compat.hydra import run
     from attnexp.config.paths import conf_dir
 
-    run(lambda cfg: job(cfg, overrides, multirun, started), sys.argv[1:], mode, str(conf_dir()))
+    ran: list[Path] = []  # the jobs this process ran of a sweep (Hydra's basic launcher runs them in turn)
+    run(lambda cfg: job(cfg, overrides, multirun, started, ran), sys.argv[1:], mode, str(conf_dir()))
 
 
-JOBS_STARTED: list[Path] = []  # the jobs this process ran of a sweep (Hydra's basic launcher runs them in turn)
-
-
-def job(cfg, overrides: list[str], multirun: bool, started: float | None) -> float | None:
+def job(cfg, overrides: list[str], multirun: bool, started: float | None, ran: list[Path]) -> float | None:
     """One run (one job of a sweep): what Hydra's sweeper gets back is the run's best monitored
-    value (Optuna's objective), or None."""
+    value (Optuna's objective), or None. `ran`: the jobs of this sweep this process ran before."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
@@ -183,8 +180,8 @@ def job(cfg, overrides: list[str], multirun: bool, started: float | None) -> flo
     out = Path(HydraConfig.get().runtime.output_dir)
     sweep = HydraConfig.get().mode == RunMode.MULTIRUN
     if sweep:  # a job's times count from its own start: the first from the command's, the next from theirs
-        started = started if not JOBS_STARTED else time.time()
-        JOBS_STARTED.append(out)
+        started = started if not ran else time.time()
+        ran.append(out)
     try:
         with owned(out, cfg.get("resume")):  # one run a folder: nothing of this one is written into another's
             return run_job(cfg, out, sweep, overrides, multirun, started)
