@@ -21,8 +21,7 @@ import torch
 
 from attnexp.data.newsgroups import NewsgroupsDataModule
 from attnexp.data.table import Table
-
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+from attnexp.data.tokenizer import SUBWORD_SPECIALS
 
 
 def byte_tokenizer(lowercase: bool):
@@ -30,13 +29,13 @@ def byte_tokenizer(lowercase: bool):
     from tokenizers import Tokenizer, decoders, models, normalizers
     from tokenizers.pre_tokenizers import ByteLevel
 
-    vocab = {t: i for i, t in enumerate(SPECIALS + sorted(ByteLevel.alphabet()))}
+    vocab = {t: i for i, t in enumerate(SUBWORD_SPECIALS + sorted(ByteLevel.alphabet()))}
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="[UNK]"))
     tok.pre_tokenizer = ByteLevel(add_prefix_space=False, use_regex=False)
     tok.decoder = decoders.ByteLevel()
     if lowercase:
         tok.normalizer = normalizers.Lowercase()
-    tok.add_special_tokens(SPECIALS)
+    tok.add_special_tokens(SUBWORD_SPECIALS)
     return tok
 
 
@@ -114,7 +113,7 @@ class TextDataModule(NewsgroupsDataModule):
         tok.no_truncation()  # posts whole: the windows cut the stream
         self.vocab_size = tok.get_vocab_size()
         self.pad_id, self.mask_id = tok.token_to_id("[PAD]"), tok.token_to_id("[MASK]")
-        self.first_word_id = max(tok.token_to_id(s) for s in SPECIALS) + 1
+        self.first_word_id = max(tok.token_to_id(s) for s in SUBWORD_SPECIALS) + 1
         T = c.max_len
         for split, posts in splits.items():
             stream = torch.tensor([i for e in tok.encode_batch(posts["text"]) for i in e.ids], dtype=torch.long)
