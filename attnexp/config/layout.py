@@ -5,11 +5,12 @@ wrote is recorded in its summary.json (attention_maps.written); this says where 
     <run>/summary.json              the run's record (attnexp.results.summary)
     <run>/config_resolved.yaml      the composed config, resolved
     <run>/.attnexp.lock             held while a run owns the folder (attnexp.results.folder)
-    <run>/checkpoints/last.ckpt     the newest state (best-epochNN.ckpt, step-NNNNNNN.ckpt beside it)
+    <run>/checkpoints/last.ckpt     the newest state (best-epochNN.ckpt, step-NNNNNNN.ckpt beside it;
+                                    interrupted.ckpt, on_exception.ckpt where a run stopped)
+    <run>/eval/<ckpt>_<split>/      `attnexp eval`'s folder: summary.json, predictions.json
     <run>/test_reads.jsonl          each read of the run's test split (attnexp.results.test_reads)
     <run>/maps/viewer.html          the attention viewer; evolution_exK.gif, timeline.jsonl, timeline.png
     <sweep>/results.md, results.csv, results_groups.csv, optuna_results.json
-    <eval>/summary.json, predictions.json   `attnexp eval`'s folder (a classifier's predictions, in split order)
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ CONFIG = "config_resolved.yaml"
 LOCK = ".attnexp.lock"
 CHECKPOINTS = "checkpoints"
 LAST = "last.ckpt"
+BEST, STEP = "best-epoch{epoch:02d}", "step-{step:07d}"  # Lightning's filename templates (it adds .ckpt)
+STEPS = "step-*.ckpt"
+INTERRUPTED, ON_EXCEPTION = "interrupted.ckpt", "on_exception.ckpt"  # a stop signal's, an exception's
+EVAL = "eval"
 MAPS = "maps"
 VIEWER = "viewer.html"
 TIMELINE = "timeline.jsonl"

@@ -14,7 +14,7 @@ import torch
 from attnexp import attention
 from attnexp.config import AttentionConfig, ConfigError, ModelConfig, TaskConfig, check, from_dict, layout
 
-NAMES = ("interrupted.ckpt", layout.LAST, "step-*.ckpt")  # what `resume=auto` considers, newest step first
+NAMES = (layout.INTERRUPTED, layout.LAST, layout.STEPS)  # what `resume=auto` considers, newest step first
 MODEL_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "max_len", "pos_emb", "tie_embeddings")
 MODEL_PREFIX = "model."  # the Lightning module keeps the Transformer as `model`
 
@@ -110,7 +110,7 @@ def check_shapes(ckpt: dict, state_dict: dict, key: str, path: str | Path) -> No
 def newest(run_dir: str | Path) -> Path | None:
     """The checkpoint a resumed run continues from: the one with the most optimizer steps among
     interrupted.ckpt, last.ckpt and step-*.ckpt in <run_dir>/checkpoints (the newest file on a tie)."""
-    folder = Path(run_dir) / "checkpoints"
+    folder = Path(run_dir) / layout.CHECKPOINTS
     found = [p for pattern in NAMES for p in folder.glob(pattern)]
     scored = []
     for p in found:

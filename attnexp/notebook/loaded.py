@@ -97,10 +97,10 @@ class Loaded:
 
         probe = self.probe(texts, pairs)
         if self.pretrained:
-            return Source(self.model, probe, self.pad_id, self.name, 0, Path("maps") / f"hf_{self.name}",
+            return Source(self.model, probe, self.pad_id, self.name, 0, Path(layout.MAPS) / f"hf_{self.name}",
                           first_word_id=self.first_word_id)
         return Source(self.model, probe, self.pad_id, self.name, self.epoch,
-                      self.path.parent.parent / "maps" / f"custom_{self.path.stem}", first_word_id=self.first_word_id)
+                      self.path.parent.parent / layout.MAPS / f"custom_{self.path.stem}", first_word_id=self.first_word_id)
 
     def attention(self, text: str, pair: str | None = None) -> tuple[list[str], np.ndarray]:
         """(tokens, weights (layers, heads, T, T)): the post-softmax maps the model applies to V,

@@ -77,7 +77,7 @@ def taken(folder: Path) -> str | None:
 
 def earlier_run(folder: Path, resume: str | None) -> str | None:
     """One line when a fresh run (no resume=) would write into a folder holding a run's checkpoints."""
-    ckpts = sorted(p.name for p in (Path(folder) / "checkpoints").glob("*.ckpt")) if resume is None else []
+    ckpts = sorted(p.name for p in (Path(folder) / layout.CHECKPOINTS).glob("*.ckpt")) if resume is None else []
     if not ckpts:
         return None
     return (f"{folder} already holds a run ({', '.join(ckpts[:3])}{' ...' if len(ckpts) > 3 else ''}); continue it "

@@ -12,7 +12,7 @@ from pathlib import Path
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint
 
-from attnexp.config import ConfigError, Run
+from attnexp.config import ConfigError, Run, layout
 from attnexp.model import checkpoints
 from attnexp.training.checkpointing import AtomicCheckpointIO, BestAndLast, StepCheckpoint
 from attnexp.training.console import EpochLines, bar_safe_logging, interactive
@@ -84,13 +84,13 @@ def our_callbacks(run: Run, recorder, stops) -> tuple[list, ModelCheckpoint, Att
     """The checkpoints (best by checkpoint.monitor, last, every N steps), the recorder, the stop
     and divergence guard, early stopping, the epoch lines (where no bar is drawn), Optuna's pruning
     and the attention maps: (callbacks, the best-checkpoint callback, the maps callback)."""
-    ckpt_dir = run.out_dir / "checkpoints"
-    best = BestAndLast(dirpath=ckpt_dir, filename="best-epoch{epoch:02d}", monitor=run.checkpoint.monitor,
+    ckpt_dir = run.out_dir / layout.CHECKPOINTS
+    best = BestAndLast(dirpath=ckpt_dir, filename=layout.BEST, monitor=run.checkpoint.monitor,
                        mode=run.checkpoint.mode, save_top_k=1, auto_insert_metric_name=False)
     guard = StopGuard(stops, ckpt_dir if run.optim.nonfinite == "stop" else None, every=run.trainer.log_every_n_steps or 50)
     out = [best, recorder, guard]
     if run.checkpoint.every_n_steps:  # the latest only
-        out.append(StepCheckpoint(dirpath=ckpt_dir, filename="step-{step:07d}", every_n_train_steps=run.checkpoint.every_n_steps,
+        out.append(StepCheckpoint(dirpath=ckpt_dir, filename=layout.STEP, every_n_train_steps=run.checkpoint.every_n_steps,
                                   save_top_k=1, auto_insert_metric_name=False, save_last=True, enable_version_counter=False))
     if run.checkpoint.patience:
         out.append(EarlyStopping(monitor=run.checkpoint.monitor, mode=run.checkpoint.mode, patience=run.checkpoint.patience))

@@ -14,6 +14,7 @@ from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from attnexp.compat.lightning import on_last_batch, saved_at_step
+from attnexp.config import layout
 from attnexp.config.paths import whole
 from attnexp.results.compare import alive
 
@@ -71,7 +72,7 @@ def _save_unnamed(checkpoint, name: Path) -> bool:
 def remove_orphans(run_dir: Path) -> None:
     """Temporary files (`.<name>.<pid>.tmp`) that a killed process left in a run folder (its
     checkpoints where O_TMPFILE is missing, summary.json): removed when the next run starts there."""
-    for folder in (run_dir, run_dir / "checkpoints"):
+    for folder in (run_dir, run_dir / layout.CHECKPOINTS):
         for p in folder.glob(".*.tmp") if folder.is_dir() else ():
             pid = p.name.rsplit(".", 2)[-2]
             if pid.isdigit() and not alive(int(pid)):

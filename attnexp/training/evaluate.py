@@ -10,7 +10,7 @@ import shutil
 import time
 from pathlib import Path
 
-from attnexp.config import ConfigError, MapsConfig, TaskConfig, check, from_dict, split_override
+from attnexp.config import ConfigError, MapsConfig, TaskConfig, check, from_dict, layout, split_override
 from attnexp.config.checks import unwritable
 from attnexp.model import checkpoints
 from attnexp.results import summary
@@ -82,7 +82,7 @@ def evaluate(ckpt_path: str | Path, split: str | None = None, overrides: list[st
     logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)  # "GPU available: False"...
     t0, path = time.time(), Path(ckpt_path)
     check(split is None or split in SPLITS, f"split={split!r} is not one of: {', '.join(SPLITS)}")
-    problem = unwritable(Path(out) if out else path.parent.parent / "eval", "out", "the evaluation's folder")
+    problem = unwritable(Path(out) if out else path.parent.parent / layout.EVAL, "out", "the evaluation's folder")
     check(problem is None, problem or "")  # before the evaluation, not after it
     ckpt = checkpoints.load(path, "ckpt")
     model, hp = checkpoints.model_from_checkpoint(ckpt, path)  # sizes checked before anything is built
@@ -113,7 +113,7 @@ def evaluate(ckpt_path: str | Path, split: str | None = None, overrides: list[st
     noted = noted_in_run(path) if split == "test" else None
     predicted = kept.in_split_order(dm)
     existed = bool(out) and Path(out).is_dir()
-    folder = draw.out_folder(str(out) if out else None, path.parent.parent / "eval" / f"{path.stem}_{split}")
+    folder = draw.out_folder(str(out) if out else None, path.parent.parent / layout.EVAL / f"{path.stem}_{split}")
     try:
         return write_evaluation(folder, path, split, metrics, cfg, dm, task, model, t0, predicted, noted)
     except BaseException:  # a stop signal or a failure while writing: no half folder (an empty out= stays)

@@ -214,7 +214,7 @@ class RunRecorder(L.Callback):
             # a first signal stops between two steps: a consistent state worth saving; a second one
             # (Interrupted) may land anywhere, so the last checkpoint written stays the one to resume
             if not isinstance(exception, Interrupted):
-                path = self._save(trainer, "interrupted.ckpt")
+                path = self._save(trainer, layout.INTERRUPTED)
         elif status in (Status.DIVERGED, Status.PRUNED):
             error = str(exception)
         elif status == Status.CONFIG_ERROR:
@@ -222,10 +222,10 @@ class RunRecorder(L.Callback):
         elif disk_full(exception):  # one more checkpoint would not fit either
             error = disk_full_message(self.out_dir, self.static.get("model", {}).get("n_params"))
         elif said := unwritable(exception):  # a folder of the run refused a write: the others may not
-            error, path = said, self._save(trainer, "on_exception.ckpt")
+            error, path = said, self._save(trainer, layout.ON_EXCEPTION)
         else:
             error = f"{type(exception).__name__}: {exception}"
-            path = self._save(trainer, "on_exception.ckpt")
+            path = self._save(trainer, layout.ON_EXCEPTION)
         if path is None and status not in (Status.DIVERGED, Status.PRUNED):
             from attnexp.model.checkpoints import newest
 
@@ -236,7 +236,7 @@ class RunRecorder(L.Callback):
     def _save(self, trainer, name: str) -> Path | None:
         if self.t_fit0 is None:  # nothing trained yet (a failed start or resume): keep what is there
             return None
-        path = self.out_dir / "checkpoints" / name
+        path = self.out_dir / layout.CHECKPOINTS / name
         try:
             # A save, and a whole one (optimizer, schedule, loops, callbacks' state) so that resume=
             # continues from it: the second argument is Lightning's save-side `weights_only` (what to

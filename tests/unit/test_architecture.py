@@ -208,7 +208,9 @@ def test_every_path_named_in_code_comments_and_docs_exists():
 
 RUN_FOLDER_NAMES = ("summary.json", "config_resolved.yaml", ".attnexp.lock", "last.ckpt", "viewer.html", "timeline.jsonl",
                     "timeline.png", "evolution_ex", "results.md", "results.csv", "results_groups.csv",
-                    "optuna_results.json")
+                    "optuna_results.json", "interrupted.ckpt", "on_exception.ckpt", "best-epoch", "step-{", "step-*",
+                    "test_reads.jsonl", "predictions.json")
+RUN_FOLDERS = ("checkpoints", "maps", "eval")  # a run's folders: spelled where a path is built (`run / "maps"`)
 # a package resource that happens to share a run file's name: the viewer's template beside maps/html.py
 RESOURCES = {("attnexp.maps.html", "viewer.html")}
 
@@ -225,13 +227,18 @@ def test_the_run_folder_layout_is_spelled_in_one_module():
     """Issue 51: the run folder's file names were spelled in six modules (the end of a run named a GIF
     maps.animation=false never wrote). Each is declared in attnexp.config.layout; a string that is such
     a name (a path part, not a sentence that mentions one) appears nowhere else in the package or the
-    sweeper plugin."""
+    sweeper plugin, and neither does a folder of the run where a path is built. Before (this test's
+    second version): interrupted.ckpt spelled by its writer and by resume=auto's reader, the checkpoint
+    names in build.py, and "checkpoints" joined onto a run folder in five modules."""
     found = []
     for name, node in nodes(skip="attnexp.config.layout"):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and " " not in node.value.strip():
             hit = next((n for n in RUN_FOLDER_NAMES if n in node.value), None)
             if hit and (name, hit) not in RESOURCES:
                 found.append(f"{name}:{node.lineno} {node.value!r}")
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):  # a folder of the run in a path
+            found += [f"{name}:{node.lineno} {side.value!r}" for side in (node.left, node.right)
+                      if isinstance(side, ast.Constant) and side.value in RUN_FOLDERS]
     assert not found, "\n".join(found)
 
 
