@@ -173,9 +173,8 @@ def sweep_jobs(overrides: list[str]) -> list[list[str]]:
     # the config loader answers glob(): `-m experiment=glob(*)` lists conf/experiment/ and a user's
     # folder (without it, Hydra's parser says "ConfigLoader is not set")
     loader = config_loader(search_path(overrides))
-    parsed = OverridesParser.create(config_loader=loader).parse_overrides(
-        [o for o in overrides if not o.startswith("hydra/sweeper")])
-    return basic_sweeper_jobs(parsed)
+    parsed = OverridesParser.create(config_loader=loader).parse_overrides(overrides)
+    return basic_sweeper_jobs([o for o in parsed if o.key_or_group != "hydra/sweeper"])  # Hydra's reading, not ours
 
 
 def compose_checked(overrides: list[str], out_dir: str = "unused"):
