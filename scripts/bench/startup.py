@@ -10,6 +10,8 @@ process; and how long `import attnexp.training.fit` alone takes (Lightning, torc
 taking turns (a git worktree of REV, first on PYTHONPATH), and writes
 scripts/results/startup_cpu_against.json with each arm's times and the ratio of their medians: this
 machine is shared and noisy, so a change in start-up is a ratio measured together, not two files.
+It also times, in this process, the composition a run no longer makes (Hydra.get_mode), which is
+smaller than the start-up's own noise.
 
 What is installed matters: torchmetrics imports scipy.signal when scipy is there (scikit-learn
 brings it: the `newsgroups` extra) and transformers when that is there (the `test` extra). The
@@ -90,11 +92,31 @@ def against(rev: str, repeats: int) -> None:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], capture_output=True)
     medians = {arm: statistics.median(t) for arm, t in times.items()}
     result = {"startup_s": times, "median_startup_s": medians, "ratio_this_to_against": medians["this"] / medians[rev],
-              "against": rev, "made": provenance()}
+              "against": rev, "get_mode_s": get_mode_seconds(), "made": provenance()}
     out = REPO / "scripts" / "results" / "startup_cpu_against.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nmedian of {repeats}: this checkout {medians['this']:.2f} s, {rev} {medians[rev]:.2f} s "
-          f"(ratio {result['ratio_this_to_against']:.3f}) -> {out}")
+          f"(ratio {result['ratio_this_to_against']:.3f}); Hydra.get_mode's composition "
+          f"{statistics.median(result['get_mode_s']):.3f} s warm -> {out}")
+
+
+def get_mode_seconds(repeats: int = 10) -> list[float]:
+    """The composition @hydra.main makes only to read hydra.mode (Hydra.get_mode) of the default config,
+    timed in this process after a first warm-up call: what one composition fewer saves a run."""
+    from hydra._internal.hydra import Hydra
+
+    from attnexp.compat.hydra import config_search_path
+    from attnexp.config.paths import conf_dir
+    from attnexp.launch.compose import register_schemas
+
+    register_schemas()
+    hydra = Hydra.create_main_hydra2(task_name="train", config_search_path=config_search_path(str(conf_dir())))
+    times = []
+    for _ in range(repeats + 1):
+        t0 = time.perf_counter()
+        hydra.get_mode(config_name="config", overrides=[])
+        times.append(round(time.perf_counter() - t0, 4))
+    return times[1:]
 
 
 if __name__ == "__main__":
