@@ -399,9 +399,10 @@ def test_the_text_presets_variants_table_is_the_result_files():
 
 def test_the_start_up_figures_quoted_are_the_benchmarks_files():
     """docs/benchmarks.md's start-up: the default install's median (startup_cpu.json) and the start-up
-    with one composition fewer against the commit before it, measured together
-    (scripts/bench/startup.py --against: startup_cpu_against.json)."""
+    with one composition fewer against the commit before it, measured together, and the composition
+    removed (scripts/bench/startup.py --against: startup_cpu_against.json)."""
     import json
+    import statistics
 
     results = REPO / "scripts" / "results"
     text = " ".join((REPO / "docs" / "benchmarks.md").read_text().split())
@@ -412,4 +413,5 @@ def test_the_start_up_figures_quoted_are_the_benchmarks_files():
               f"arms taking turns in one run, {len(ab['startup_s']['this'])} starts each (`--against {rev}`), a ratio "
               f"of {ab['ratio_this_to_against']:.3f}")
     assert quoted in text
+    assert f"costs {statistics.median(ab['get_mode_s']):.3f} s warm" in text
     assert f"`python scripts/bench/startup.py --repeats {len(ab['startup_s'][rev])} --against {rev}`" in text
