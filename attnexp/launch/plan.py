@@ -96,6 +96,13 @@ class Plan:
         return OmegaConf.select(self.cfg, "hydra.mode")
 
     @property
+    def sweeps(self) -> bool:
+        """Whether Hydra will sweep: -m, or hydra.mode=MULTIRUN in the composed config."""
+        from hydra.types import RunMode
+
+        return self.multirun or self.mode == RunMode.MULTIRUN
+
+    @property
     def sweeper(self) -> str:
         return str(OmegaConf.select(self.cfg, "hydra.sweeper._target_") or "")
 

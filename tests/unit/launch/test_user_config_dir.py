@@ -98,3 +98,28 @@ def test_a_mistake_is_explained_by_what_the_rest_of_the_command_line_composes(us
     assert main(["train", "-m", "--config-dir", "myconf", "experiment=search", bad]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"attnexp: config error: {says}") and "\n" not in err, err
+
+
+SEEDS = """\
+# @package _global_
+# a sweep defined in a config, as Hydra allows: no -m on the command line
+hydra:
+  mode: MULTIRUN
+  sweeper:
+    params:
+      seed: 1,2
+"""
+
+
+def test_a_config_that_sets_hydra_mode_multirun_is_planned_as_a_sweep(user_conf, capsys, monkeypatch, tmp_path):
+    """Single run or sweep was read from the -m flag alone while Hydra reads hydra.mode from the composed
+    config: an experiment setting hydra.mode=MULTIRUN ran as a sweep that attnexp had checked and named as
+    one run (job folders named after every override, no results.md, no failure list). Issue 51: decide
+    from the composed config."""
+    (user_conf / "experiment" / "seeds.yaml").write_text(SEEDS)
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--config-dir", "myconf", "experiment=seeds", "logger=none", "maps.enabled=false",
+                 "trainer.max_epochs=1", "data.n_sentences=100", "test=false"]) == 0
+    (sweep,) = (tmp_path / "multirun").glob("*/*")
+    assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["0_seed=1", "1_seed=2"]
+    assert "2 completed" in (sweep / "results.md").read_text()
