@@ -54,7 +54,7 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
     code = check_before_hydra(plan)
     if code is not None:
         return code
-    if not multirun and plan.sweeps:  # hydra.mode=MULTIRUN set in a config: a sweep, as Hydra runs it, planned as one
+    if plan.sweeps and not (multirun or flags.cfg or flags.info):  # hydra.mode=MULTIRUN in a config: planned as -m
         return train_cli(["-m", *argv], started)
     # Lightning re-runs this command line for each extra DDP process (sys.argv, which Hydra needs
     # without the subcommand): this tells `python -m attnexp <overrides>` that it is a train.

@@ -123,3 +123,6 @@ def test_a_config_that_sets_hydra_mode_multirun_is_planned_as_a_sweep(user_conf,
     (sweep,) = (tmp_path / "multirun").glob("*/*")
     assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["0_seed=1", "1_seed=2"]
     assert "2 completed" in (sweep / "results.md").read_text()
+    capsys.readouterr()
+    assert main(["train", "--config-dir", "myconf", "experiment=seeds", "--cfg", "job"]) == 0  # shown, as Hydra shows it
+    assert "seed: 0" in capsys.readouterr().out
