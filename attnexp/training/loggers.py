@@ -152,20 +152,23 @@ class MLflow(Adapter):
     needs = ("mlflow", "mlflow")
 
     def check(self, spec):
-        check_mlflow_store(str(spec.get("tracking_uri") or ""))
+        from attnexp.training.mlflow_store import check_store
+
+        check_store(str(spec.get("tracking_uri") or ""))
 
     def run_fields(self, spec, tags, run_name):
         """Named after its run folder, each tag a tag of its own; a local SQLite store gets its folder and
         its artifacts beside it (mlartifacts/: a tracking server keeps its own)."""
+        from attnexp.training.mlflow_store import create_store, sqlite_file
+
         uri, local = str(spec.get("tracking_uri") or ""), {}
-        if uri.startswith("sqlite:///"):
+        if (db := sqlite_file(uri)) is not None:
             from lightning.pytorch.utilities import rank_zero_only
 
-            db = Path(uri[len("sqlite:///"):])
             db.parent.mkdir(parents=True, exist_ok=True)
             local = {"artifact_location": spec.get("artifact_location") or str(db.parent.resolve() / "mlartifacts")}
             if not db.exists() and rank_zero_only.rank == 0:  # one creator: DDP's other ranks never log to it
-                create_mlflow_store(db, uri, local["artifact_location"])
+                create_store(db, uri, local["artifact_location"])
         return {**spec, **local, "run_name": spec.get("run_name") or run_name,
                 "tags": {**(spec.get("tags") or {}), **{f"tag.{t}": "true" for t in tags}}}
 
@@ -349,50 +352,6 @@ def installed_loggers(specs: dict, choice: str | None) -> dict:
             raise ConfigError(f"logger={name} needs {module}, which is not installed: pip install 'attnexp[{extra}]' "
                               f"(or choose another logger)")
     return out
-
-
-def check_mlflow_store(uri: str) -> None:
-    """MLflow's local SQLite store, checked before the run as a stranger's file: its path must stay a
-    path inside a URL (MLflow parses it as one: a '?' or '#' in paths.log_dir cut it and wrote the
-    store elsewhere), its folder writable, and the file, when it exists, a whole SQLite database."""
-    if not uri.startswith("sqlite:///"):
-        return  # a tracking server, or another store MLflow checks itself
-    from attnexp.config import check
-    from attnexp.config.checks import unwritable
-
-    path = Path(uri[len("sqlite:///"):])
-    bad = sorted({c for c in "?#" if c in str(path)})
-    check(not bad, f"paths.log_dir holds {' and '.join(repr(c) for c in bad)}, which MLflow's SQLite store URI "
-                   f"({uri}) cannot carry; choose a folder name without them, or set logger.mlflow.tracking_uri=URI")
-    problem = unwritable(path.parent, "paths.log_dir", "MLflow's store in")
-    check(problem is None, problem or "")
-    if path.exists():
-        from attnexp.config.files import FileRefused, sqlite_tables
-
-        try:  # the same check an Optuna study file takes (config.files.sqlite_tables)
-            tables = sqlite_tables(path)
-        except FileRefused as e:
-            raise ConfigError(f"MLflow's store {path} is not a whole SQLite database ({str(e)[:60]}); move it away (a "
-                              f"new one is made) or set logger.mlflow.tracking_uri=URI") from None
-        check(not tables or "experiments" in tables, f"MLflow's store {path} is another tool's database (it holds "
-              f"{', '.join(sorted(tables)[:4])}, not MLflow's experiments); move it away or set logger.mlflow.tracking_uri=URI")
-        check(os.access(path, os.W_OK), f"MLflow's store {path} is read-only; make it writable, or set "
-                                        f"logger.mlflow.tracking_uri=URI")
-
-
-def create_mlflow_store(db: Path, uri: str, artifacts: str) -> None:
-    """A new SQLite store whose Default experiment (id 0, which MLflow creates with every store) keeps
-    its artifacts beside attnexp's, `<artifacts>/0`: created by MLflow's client it pointed at
-    ./mlruns/0 in whatever folder the first run started from, and anything logged there (a notebook's
-    bare mlflow.start_run()) scattered an mlruns/ folder into that working directory. Two jobs of a
-    sweep that start together may both create it: the one that loses finds it made and goes on."""
-    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
-
-    try:
-        SqlAlchemyStore(uri, artifacts).engine.dispose()
-    except Exception:
-        if not db.exists():
-            raise
 
 
 def sweep_fields(spec: dict, sweep_dir: str | None, swept: list[str], overrides: list[str] | None) -> dict:
