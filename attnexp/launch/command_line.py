@@ -115,12 +115,13 @@ def sweeper_key(key: str) -> str:
 
 
 def composed_without(bad: str, overrides: list[str]):
-    """The config the command line composes without the override Hydra refused (`bad`, or the one of
-    its key), so its message is decided by what the rest chose (an experiment or local/default.yaml
-    may pick the sweeper as well as hparams_search=optuna typed); None where the rest fails too."""
+    """The config the command line composes without the override of the key Hydra refused (`bad`: the
+    override or its key), so its message is decided by what the rest chose (an experiment or
+    local/default.yaml may pick the sweeper as well as hparams_search=optuna typed); None where the rest
+    fails too."""
     key = split_override(bad)[0]
     try:
-        return compose([o for o in overrides if o != bad and split_override(o)[0] != key])
+        return compose([o for o in overrides if split_override(o)[0] != key])
     except Exception:  # noqa: BLE001 - another mistake: the message says what is known
         return None
 
