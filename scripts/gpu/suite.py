@@ -69,6 +69,7 @@ NEWSGROUPS = {  # tag: overrides on top of experiment=newsgroups, tried in this 
     "d384_l6_1024": ["model.d_model=384", "model.n_heads=6", "model.n_layers=6", "data.max_len=1024",
                      "trainer.max_epochs=12", "optim.lr=3e-4", "data.batch_size=64"],
 }
+RUNS_AT_ONCE = max(2, min(6, (os.cpu_count() or 2) // 2))  # text-formation's 6 small runs (one thread each) on the GPU
 FINETUNE_RUNS = 6  # finetune.py's three candidates, the chosen one with 2 more seeds, then on cleaned posts
 # the SVM baseline as --baseline-only computed it on the CPU (same posts): fitting it again costs ~1 min a setting
 BASELINE = f"--baseline-from={REPO / 'scripts' / 'results' / 'newsgroups_baseline.json'}"
@@ -164,11 +165,12 @@ def commands(args, out: Path, pretrained: Path) -> dict[str, list[tuple[str, lis
                                            "--arms=nanogpt,lean,default", "--profile=nanogpt,lean", f"--out={out}",
                                            *(["--tag=_nanogpt_smoke", "data=text", "task=lm", "attention=causal", "data.limit=60",
                                                 "trainer.max_epochs=2"]
-                                             if s else ["--tag=_nanogpt_gpt2", *GPT2_TEXT])],
+                                             if s else ["--tag=_nanogpt_gpt2", *GPT2_TEXT]), *ng_path],
                           240 if s else 420, "nanogpt_loop.log")],
         "text-formation": [("text-formation", [py, "scripts/studies/text_formation.py", f"--out={out}", "--tag=_plain",
-                                               *(["--smoke"] if s else ["--steps=20000"]), "data.repeat_fraction=0.0",
-                                               "data.max_len=128"], 240 if s else 540, "text_formation.log")],
+                                               *(["--smoke"] if s else ["--steps=20000", f"--workers={RUNS_AT_ONCE}"]),
+                                               "data.repeat_fraction=0.0", "data.max_len=128", *ng_path],
+                            240 if s else 540, "text_formation.log")],
         # scripts/studies/finetune.py's GRID on raw posts, the best on validation tested once, then on cleaned posts
         "finetune": [("finetune", [py, "scripts/studies/finetune.py", "--choose", f"--out={out}", f"--model={pretrained}",
                                    f"--minutes={0.5 if s else args.finetune_minutes}",

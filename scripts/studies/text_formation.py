@@ -137,7 +137,9 @@ def main() -> None:
                                "change-point search dates the formation. icl: the in-context score (late minus early "
                                "loss, nats) on held-out windows at the start and the end; drop window: 10-90% of its "
                                f"fall where it falls by {LEAST_FALL} nats or more. Copy gain: loss at the repeated "
-                               "tokens of 256 plain test windows minus that with the repeat planted.")
+                               "tokens of 256 plain test windows minus that with the repeat planted." +
+                               (f" These runs add `{' '.join(args.overrides)}`, which replaces the preset's settings "
+                                "above where they differ." if args.overrides else ""))
     print(table)
     images = out / "images"
     images.mkdir(parents=True, exist_ok=True)

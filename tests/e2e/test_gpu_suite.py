@@ -63,3 +63,22 @@ def test_each_gpu_window_writes_into_a_folder_of_its_own(monkeypatch):
     h200 = suite.default_out(smoke=False)
     assert h100.parent == h200.parent == REPO / "scripts" / "results" / "gpu" and h100 != h200
     assert h100.name.endswith("_nvidia-h100-80gb-hbm3") and h100.name[:4].isdigit()
+
+
+@pytest.mark.parametrize("smoke", [False, True])
+def test_every_part_that_reads_20_newsgroups_reads_the_given_copy(smoke):
+    """On a lent GPU machine ../shared is absent: the data travels in .gpu_data/ and --newsgroups-path
+    names it. text-formation and nanogpt-loop (data=text) ignored it and read data.path's default,
+    so on that machine they would have failed before their first step."""
+    sys.path.insert(0, str(REPO / "scripts" / "gpu"))
+    import suite
+
+    args = suite.argparse.Namespace(smoke=smoke, newsgroups_path=".gpu_data/20newsgroups", newsgroups_settings="raw",
+                                    newsgroups_minutes=1.5, newsgroups_tags="preset", finetune_minutes=1.0,
+                                    kernels_budget_s=80, kernels_backends=None, overhead_arms="plain,bare",
+                                    cuda_tests_k=None)
+    jobs = suite.commands(args, REPO / "out", REPO / "model")
+    given = str((REPO / ".gpu_data" / "20newsgroups").resolve())
+    for part in ("newsgroups", "nanogpt-loop", "text-formation", "finetune"):
+        for _, cmd, _, _ in jobs[part]:
+            assert f"data.path={given}" in cmd or f"--data={given}" in cmd, (part, cmd)
