@@ -53,7 +53,7 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
-from common import markdown_table  # noqa: E402
+from common import markdown_table, provenance  # noqa: E402
 
 PARTS = ("cuda-tests", "kernels", "model", "overhead", "cross-entropy", "newsgroups", "nanogpt-loop", "text-formation",
          "finetune")
@@ -70,7 +70,8 @@ NEWSGROUPS = {  # tag: overrides on top of experiment=newsgroups, tried in this 
                      "trainer.max_epochs=12", "optim.lr=3e-4", "data.batch_size=64"],
 }
 RUNS_AT_ONCE = max(2, min(6, (os.cpu_count() or 2) // 2))  # text-formation's 6 small runs (one thread each) on the GPU
-FINETUNE_RUNS = 6  # finetune.py's three candidates, the chosen one with 2 more seeds, then on cleaned posts
+FINETUNE_RUNS = 6  # finetune.py's three candidates, the chosen one with 2 more seeds, then on cleaned posts;
+# each takes ~25 s beyond its training (start, test): at +2.5 min in all the 2026-11-28 window lost the cleaned run
 # the SVM baseline as --baseline-only computed it on the CPU (same posts): fitting it again costs ~1 min a setting
 BASELINE = f"--baseline-from={REPO / 'scripts' / 'results' / 'newsgroups_baseline.json'}"
 PRETRAINED = REPO.parent / "shared" / "models" / "all-MiniLM-L6-v2"
@@ -109,7 +110,13 @@ def arguments() -> tuple[argparse.Namespace, list[str], Path]:
     ap.add_argument("--kernels-budget-s", type=int, default=150, help="the kernel grid stops adding rows after this long")
     ap.add_argument("--overhead-arms", default="plain,bare,lean,default", help="the overhead part's arms")
     ap.add_argument("--cuda-tests-k", default=None, help="pytest -k for the cuda-tests part (default: all of them)")
+    ap.add_argument("--merge", nargs="+", default=None, metavar="DIR", help="runs nothing: the parts in these folders' "
+                    "suite.json (suite processes run at once, each with its own --out) into --out's")
     args = ap.parse_args()
+    if args.merge and not args.out:
+        ap.error("--merge: name the window's folder with --out (scripts/results/gpu/<date>_<device>)")
+    if args.merge:
+        return args, [], Path()
     pretrained = Path(args.pretrained).resolve()
     have_model = (pretrained / "config.json").is_file()
     if args.parts is None and not have_model:
@@ -167,8 +174,10 @@ def commands(args, out: Path, pretrained: Path) -> dict[str, list[tuple[str, lis
                                                 "trainer.max_epochs=2"]
                                              if s else ["--tag=_nanogpt_gpt2", *GPT2_TEXT]), *ng_path],
                           240 if s else 420, "nanogpt_loop.log")],
+        # the preset stops at 2 epochs: 9,754 steps at T 128 (the 2026-11-28 window's runs); 5 let --steps decide
         "text-formation": [("text-formation", [py, "scripts/studies/text_formation.py", f"--out={out}", "--tag=_plain",
-                                               *(["--smoke"] if s else ["--steps=20000", f"--workers={RUNS_AT_ONCE}"]),
+                                               *(["--smoke"] if s else ["--steps=20000", f"--workers={RUNS_AT_ONCE}",
+                                                                          "trainer.max_epochs=5"]),
                                                "data.repeat_fraction=0.0", "data.max_len=128", *ng_path],
                             240 if s else 540, "text_formation.log")],
         # scripts/studies/finetune.py's GRID on raw posts, the best on validation tested once, then on cleaned posts
@@ -176,7 +185,7 @@ def commands(args, out: Path, pretrained: Path) -> dict[str, list[tuple[str, lis
                                    f"--minutes={0.5 if s else args.finetune_minutes}",
                                    *(["--smoke", "--more-seeds=1"] if s else []),
                                    *([f"--data={Path(args.newsgroups_path).resolve()}"] if args.newsgroups_path else [])],
-                      240 if s else 60 * (FINETUNE_RUNS * args.finetune_minutes + 2.5), "finetune.log")],
+                      240 if s else 60 * (FINETUNE_RUNS * (args.finetune_minutes + 0.4) + 1.5), "finetune.log")],
     }
 
 
@@ -192,15 +201,32 @@ def default_out(smoke: bool) -> Path:
     return REPO / "scripts" / "results" / "gpu" / f"{datetime.now():%Y-%m-%d}_{slug}"
 
 
+def merge(folders: list[str], out: Path) -> None:
+    """One window's suite.json from several suite processes that ran at once, each into its own folder
+    (their part files are copied beside it by whoever brought them back)."""
+    metas = [json.loads((Path(f) / "suite.json").read_text()) for f in folders]
+    devices = {m["device"] for m in metas}
+    if len(devices) != 1:
+        raise SystemExit(f"gpu/suite.py --merge: these folders come from different devices ({sorted(devices)})")
+    meta = {**metas[0], "parts": {k: v for m in metas for k, v in m["parts"].items()},
+            "date": min(m["date"] for m in metas), "made": provenance(),
+            "made_by_call": [m.get("made") for m in metas]}
+    out.mkdir(parents=True, exist_ok=True)
+    write_summary(out, meta)
+    print((out / "suite.md").read_text())
+
+
 def main() -> None:
     args, parts, pretrained = arguments()
+    if args.merge:
+        return merge(args.merge, Path(args.out).resolve())
     cuda = torch.cuda.is_available()
     out = Path(args.out or default_out(args.smoke)).resolve()
     out.mkdir(parents=True, exist_ok=True)
     meta = {"device": torch.cuda.get_device_name(0) if cuda else f"cpu ({platform.machine()})",
             "torch": torch.__version__, "cuda": torch.version.cuda, "driver": driver_version() if cuda else None,
             "python": platform.python_version(),
-            "date": datetime.now().isoformat(timespec="seconds"), "smoke": args.smoke, "parts": {}}
+            "date": datetime.now().isoformat(timespec="seconds"), "smoke": args.smoke, "parts": {}, "made": provenance()}
     jobs = commands(args, out, pretrained)
     for part in parts:
         for name, cmd, limit, log in jobs[part]:

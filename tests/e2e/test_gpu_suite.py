@@ -82,3 +82,22 @@ def test_every_part_that_reads_20_newsgroups_reads_the_given_copy(smoke):
     for part in ("newsgroups", "nanogpt-loop", "text-formation", "finetune"):
         for _, cmd, _, _ in jobs[part]:
             assert f"data.path={given}" in cmd or f"--data={given}" in cmd, (part, cmd)
+
+
+def test_suite_processes_run_at_once_merge_into_one_windows_summary(tmp_path):
+    """Parts run as separate suite processes on one GPU (each its own --out) become one suite.json
+    with every part and how the merged file was made; folders from two devices are refused."""
+    for name, part, device in (("a", "cuda-tests", "NVIDIA H200"), ("b", "text-formation", "NVIDIA H200"),
+                               ("c", "finetune", "NVIDIA H100 80GB HBM3")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "suite.json").write_text(json.dumps(
+            {"device": device, "torch": "2.11.0+cu130", "cuda": "13.0", "driver": "580", "python": "3.12.3",
+             "date": f"2026-11-28T02:2{int(name == 'b')}:00", "smoke": False, "parts": {part: {"status": "ok", "seconds": 1.0}}}))
+    merge = [sys.executable, "scripts/gpu/suite.py", "--out", str(tmp_path / "w"), "--merge"]
+    r = subprocess.run([*merge, str(tmp_path / "a"), str(tmp_path / "b")], cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    suite = json.loads((tmp_path / "w" / "suite.json").read_text())
+    assert list(suite["parts"]) == ["cuda-tests", "text-formation"] and suite["date"] == "2026-11-28T02:20:00"
+    assert "--merge" in suite["made"]["command"] and suite["made"]["libraries"]["torch"]
+    r = subprocess.run([*merge, str(tmp_path / "a"), str(tmp_path / "c")], cwd=REPO, capture_output=True, text=True)
+    assert r.returncode != 0 and "different devices" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -5,6 +5,8 @@ number fails here until the page says the new one (test_docs_figures.py holds th
 
 from __future__ import annotations
 
+import re
+
 from helpers.runs import REPO
 
 
@@ -89,6 +91,10 @@ def test_the_gpu_windows_figures_quoted_are_their_own_folders_files():
               f"{over2['ratios']['default_vs_bare']['step_ms']:.3f}x bare Lightning and "
               f"{over2['ratios']['default_vs_plain']['step_ms']:.3f}x the plain loop",
               f"the GPU {min(busy):.0f}–{max(busy):.0f}% busy"]
+    last = (gpu / "2026-11-28_nvidia-h200" / "cuda-tests.log").read_text().strip().splitlines()[-1]
+    passed, skipped = (int(re.search(rf"(\d+) {w}", last).group(1)) for w in ("passed", "skipped"))
+    assert "failed" not in last and "error" not in last
+    quoted.append(f"the CUDA tests passed ({passed}, {skipped} skipped")
     for q in quoted:
         assert q in page, q
 

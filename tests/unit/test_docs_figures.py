@@ -217,6 +217,58 @@ def test_the_text_formation_figures_quoted_are_the_result_file():
     assert sum(r["induction heads"] != "none" for r in two.values()) == 2
 
 
+
+FOURTH_WINDOW = REPO / "scripts" / "results" / "gpu" / "2026-11-28_nvidia-h200"
+
+
+def test_the_plain_text_formation_figures_quoted_are_the_gpu_windows_file():
+    """docs/maps.md's plain-text account (issue 53 item 1: the GPU suite's text-formation part) is that
+    window's file: no phase change, no induction head, every figure quoted computed here."""
+    import json
+
+    data = json.loads((FOURTH_WINDOW / "text_formation_cuda_plain.json").read_text())
+    rows, page = data["results"], " ".join((REPO / "docs" / "maps.md").read_text().split())
+    assert "data.repeat_fraction=0.0" in data["overrides"] and "data.max_len=128" in data["overrides"]
+    assert all(r["induction heads"] == "none" and r["drop window"] == "no drop" for r in rows)
+    steps = {r["steps"] for r in rows}
+    assert len(steps) == 1 and f"{steps.pop():,} steps ({rows[0]['steps'] * 32 * 128 / 1e6:.0f} M tokens)" in page
+    moved = max(abs(r["icl start"] - r["icl end"]) for r in rows)
+    assert f"no run's in-context score moved by more than {moved:.2f} nats" in page
+    prev = [r["previous-token heads"] for r in rows if r["previous-token heads"] != "none"]
+    assert prev == ["L0H0@150"] and "one seed's L0 H0 became a previous-token head at step 150" in page
+    gain = lambda arm: sorted(r["copy gain"] for r in rows if r["arm"].startswith(arm))  # noqa: E731
+    two, one = gain("2 layers"), gain("1 layer")
+    assert max(two + one) < 0
+    assert (f"copy gain −{-two[-1]:.2f} to −{-two[0]:.2f} nats with 2 layers, −{-one[-1]:.2f} to −{-one[0]:.2f} "
+            "with 1") in page
+
+
+def test_the_fine_tunes_seeds_quoted_are_the_gpu_windows_file():
+    """docs/pretrained.md's seeds against the baseline (issue 55 item 1) are the fourth window's file,
+    and its verdict is scripts/paired.py's."""
+    import json
+
+    choice = json.loads((FOURTH_WINDOW / "finetune_choice_gpu.json").read_text())
+    best = max(choice["candidates"], key=lambda c: c["best_val_acc"])
+    assert choice["chosen"]["raw"]["candidate"] == best["candidate"] == "lr2e-4"
+    page = " ".join((REPO / "docs" / "pretrained.md").read_text().split())
+    for r in choice["seeds"]:
+        pv = r["paired_vs_baseline"]
+        lo, hi = (f"{x * 100:+.2f}".replace("-", "−") for x in pv["ci95"])
+        line = (f"| {r['seed']} | {r['test_acc']:.4f} | {pv['b_only']} | {pv['a_only']} | {pv['p']:.3f} | "
+                f"{pv['diff'] * 100:+.2f} [{lo}, {hi}] points |")
+        assert line in page, line
+    v = choice["verdict_raw"]
+    assert v["verdict"] == "on par" and f"Mean {v['mean']:.4f} ± {v['sd']:.4f} over the three seeds" in page
+    above = sum(r["paired_vs_baseline"]["p"] < 0.05 and r["paired_vs_baseline"]["ci95"][0] > 0 for r in choice["seeds"])
+    assert above == 2 and "two are above the baseline beyond noise and the third is not" in page
+    results = " ".join((REPO / "docs" / "results.md").read_text().split())
+    assert f"give {v['mean']:.4f} ± {v['sd']:.4f}" in results and "**on par**" in results
+    gpu = " ".join((REPO / "docs" / "gpu.md").read_text().split())
+    accs, ps = ([f"{r[k] if k else r['paired_vs_baseline']['p']:.{n}f}" for r in choice["seeds"]]
+                for k, n in (("test_acc", 4), (None, 3)))
+    assert f"{accs[0]}, {accs[1]} and {accs[2]} on raw posts, McNemar p {ps[0]}, {ps[1]} and {ps[2]}" in gpu
+
 def test_the_importance_over_training_figures_are_the_result_file():
     """docs/maps.md's importance paragraph quoted the best induction score as 0.31 from a file written
     before the score had its repeat-free control (rerun: 0.09), and "alignment 0.90 ... 0.05" of an
