@@ -5,6 +5,7 @@ summary, batch lengths rounded for compiled kernels, torch.compile, and the GPU 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -101,3 +102,20 @@ def test_suite_processes_run_at_once_merge_into_one_windows_summary(tmp_path):
     assert "--merge" in suite["made"]["command"] and suite["made"]["libraries"]["torch"]
     r = subprocess.run([*merge, str(tmp_path / "a"), str(tmp_path / "c")], cwd=REPO, capture_output=True, text=True)
     assert r.returncode != 0 and "different devices" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_one_call_runs_part_groups_side_by_side_into_one_archive(tmp_path):
+    """scripts/gpu/call.sh, the prepared call of a GPU window: each group of parts a suite process of
+    its own, all at once, merged into one summary and one archive (a call brings back 8 files at most)."""
+    import tarfile
+
+    r = subprocess.run(["bash", "scripts/gpu/call.sh", "cross-entropy", "model", "--", "--smoke"], cwd=REPO,
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    with tarfile.open(tmp_path / "window.tgz") as tar:
+        names = set(tar.getnames())
+        merged = json.load(tar.extractfile("./window/suite.json"))
+    assert {"./cross-entropy/cross_entropy_cpu_smoke.json", "./model/model_cpu_smoke.json"} <= names
+    assert set(merged["parts"]) == {"cross-entropy", "model"} and "--merge" in merged["made"]["command"]
+    r = subprocess.run(["bash", "scripts/gpu/call.sh"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "name the part groups" in r.stderr
