@@ -109,8 +109,9 @@ def test_one_call_runs_part_groups_side_by_side_into_one_archive(tmp_path):
     its own, all at once, merged into one summary and one archive (a call brings back 8 files at most)."""
     import tarfile
 
+    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
     r = subprocess.run(["bash", "scripts/gpu/call.sh", "cross-entropy", "model", "--", "--smoke"], cwd=REPO,
-                       capture_output=True, text=True, timeout=300, env={**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable})
+                       capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     with tarfile.open(tmp_path / "window.tgz") as tar:
         names = set(tar.getnames())

@@ -232,6 +232,7 @@ def test_the_plain_text_formation_figures_quoted_are_the_gpu_windows_file():
     assert all(r["induction heads"] == "none" and r["drop window"] == "no drop" for r in rows)
     steps = {r["steps"] for r in rows}
     assert len(steps) == 1 and f"{steps.pop():,} steps ({rows[0]['steps'] * 32 * 128 / 1e6:.0f} M tokens)" in page
+    assert f"in 2 epochs ({rows[0]['steps']:,} steps at T 128" in " ".join((REPO / "docs" / "gpu.md").read_text().split())
     moved = max(abs(r["icl start"] - r["icl end"]) for r in rows)
     assert f"no run's in-context score moved by more than {moved:.2f} nats" in page
     prev = [r["previous-token heads"] for r in rows if r["previous-token heads"] != "none"]
