@@ -112,6 +112,14 @@ def loads(text: str) -> Any:
         raise FileRefused(f"not valid JSON ({str(e).splitlines()[0][:80] if str(e) else type(e).__name__})") from None
 
 
+SQLITE = "sqlite:///"
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file a `sqlite:///FILE` URL names (an Optuna study's, MLflow's store), else None."""
+    return Path(url[len(SQLITE):]) if url.startswith(SQLITE) else None
+
+
 def sqlite_tables(path: Path | str) -> set[str]:
     """The tables of a whole SQLite database file, opened read-only (the file stays byte-identical);
     FileRefused saying what it is otherwise. The one check both attnexp's stores take (an Optuna study

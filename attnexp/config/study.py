@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnexp.config.files import sqlite_file
 from attnexp.config.secrets import hide_password
 
 JOURNAL = "journal:"
-SQLITE = "sqlite:///"
 
 
 @dataclass(frozen=True)
@@ -30,8 +30,8 @@ class StudyStorage:
         url = str(url)
         if url.startswith(JOURNAL):
             return cls(url, "journal", Path(url[len(JOURNAL):]))
-        if url.startswith(SQLITE):
-            return cls(url, "sqlite", Path(url[len(SQLITE):]))
+        if (path := sqlite_file(url)) is not None:
+            return cls(url, "sqlite", path)
         return cls(url, "server")
 
     @property

@@ -159,7 +159,8 @@ class MLflow(Adapter):
     def run_fields(self, spec, tags, run_name):
         """Named after its run folder, each tag a tag of its own; a local SQLite store gets its folder and
         its artifacts beside it (mlartifacts/: a tracking server keeps its own)."""
-        from attnexp.training.mlflow_store import create_store, sqlite_file
+        from attnexp.config.files import sqlite_file
+        from attnexp.training.mlflow_store import create_store
 
         uri, local = str(spec.get("tracking_uri") or ""), {}
         if (db := sqlite_file(uri)) is not None:

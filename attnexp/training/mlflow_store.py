@@ -8,13 +8,7 @@ import os
 from pathlib import Path
 
 from attnexp.config import ConfigError
-
-SQLITE = "sqlite:///"
-
-
-def sqlite_file(uri: str) -> Path | None:
-    """The store's file where `uri` names a local SQLite store, else None."""
-    return Path(uri[len(SQLITE):]) if uri.startswith(SQLITE) else None
+from attnexp.config.files import sqlite_file
 
 
 def check_store(uri: str) -> None:
