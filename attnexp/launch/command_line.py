@@ -126,8 +126,13 @@ def composed_without(bad: str, overrides: list[str]):
         return None
 
 
+def sweeper_of(cfg) -> str:
+    """The composed config's sweeper class ("" where none is composed)."""
+    return str(OmegaConf.select(cfg, "hydra.sweeper._target_") or "") if cfg is not None else ""
+
+
 def optuna_sweeps(cfg) -> bool:
-    return cfg is not None and "attnexp_optuna_sweeper" in str(OmegaConf.select(cfg, "hydra.sweeper._target_") or "")
+    return "attnexp_optuna_sweeper" in sweeper_of(cfg)
 
 
 def unknown_key(key: str, overrides: list[str]) -> str:
@@ -209,7 +214,7 @@ def precheck(overrides: list[str], multirun: bool, training: bool = True, plan=N
             if plan is not None:
                 plan.cfg = cfg
             load_run(cfg)
-            if training and "attnexp_optuna_sweeper" in str(OmegaConf.select(cfg, "hydra.sweeper._target_") or ""):
+            if training and optuna_sweeps(cfg):
                 return ("hparams_search=optuna searches over many runs: add -m (python -m attnexp train -m "
                         "hparams_search=optuna ...); without it this would be one ordinary run")
             return None
@@ -219,7 +224,7 @@ def precheck(overrides: list[str], multirun: bool, training: bool = True, plan=N
         fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
         # which sweeper runs is the composed config's answer (hparams_search=optuna sets it in a defaults list)
         cfg = compose_checked(fixed)
-        basic = "BasicSweeper" in str(OmegaConf.select(cfg, "hydra.sweeper._target_") or "")
+        basic = "BasicSweeper" in sweeper_of(cfg)
         jobs = sweep_jobs(overrides) if basic else [fixed]
         if plan is not None:
             plan.cfg, plan.jobs = cfg, len(jobs)

@@ -1,7 +1,7 @@
 """The command line, read once before Hydra runs: Hydra's own parse of the flags and overrides, the
 config they compose (through the checked composition of attnexp.launch.command_line.precheck; a
 sweep's: its fixed part), and what follows from that config alone: the run's or sweep's folder,
-whether the user named it, the resume setting, the sweeper, how many jobs run side by side. Every
+whether the user named it, the resume setting, run or sweep (hydra.mode), how many jobs run side by side. Every
 decision the command line takes before Hydra reads this object, never the override strings (text
 stays text only where it is the subject: a resume command quoted back, an override echoed in an
 error). As lightning-hydra-template's train.py trusts the composed `cfg`, and torchtitan parses once
@@ -101,10 +101,6 @@ class Plan:
         from hydra.types import RunMode
 
         return self.multirun or self.mode == RunMode.MULTIRUN
-
-    @property
-    def sweeper(self) -> str:
-        return str(OmegaConf.select(self.cfg, "hydra.sweeper._target_") or "")
 
     @property
     def parallel(self) -> int | None:
