@@ -54,7 +54,7 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
     code = check_before_hydra(plan)
     if code is not None:
         return code
-    if plan.sweeps and not (multirun or flags.cfg or flags.info):  # hydra.mode=MULTIRUN in a config: planned as -m
+    if plan.sweeps_unasked:  # hydra.mode=MULTIRUN in a config: planned as -m
         return train_cli(["-m", *argv], started)
     # Lightning re-runs this command line for each extra DDP process (sys.argv, which Hydra needs
     # without the subcommand): this tells `python -m attnexp <overrides>` that it is a train.
@@ -97,6 +97,8 @@ def check_before_hydra(plan) -> int | None:
     if problem:
         print(f"attnexp: config error: {hide_password(problem)}", file=sys.stderr)
         return EXIT[Status.CONFIG_ERROR]
+    if plan.sweeps_unasked:
+        return None  # train_cli plans it again as -m, its folders with it
     problem = unwritable(folder, plan.folder_key)
     if problem:
         print(f"attnexp: {problem}", file=sys.stderr)

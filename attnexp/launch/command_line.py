@@ -202,6 +202,8 @@ def precheck(overrides: list[str], multirun: bool, training: bool = True, plan=N
     impossible runs and records its config error, so the rest of the grid still trains).
     `plan` (attnexp.launch.plan.Plan) receives the run's composed config (a sweep's: its fixed part's)
     and the number of jobs, so the command line decides from them instead of composing again."""
+    from hydra.types import RunMode
+
     from attnexp.launch.load import load_run
 
     if any(o.lstrip("+").split("=", 1)[0] == "paths.output_dir" for o in overrides):
@@ -213,6 +215,8 @@ def precheck(overrides: list[str], multirun: bool, training: bool = True, plan=N
             cfg = compose_checked(overrides)
             if plan is not None:
                 plan.cfg = cfg
+            if training and OmegaConf.select(cfg, "hydra.mode") == RunMode.MULTIRUN:
+                return None  # Hydra sweeps this config: the command line plans it as -m, and checks it as a sweep
             load_run(cfg)
             if training and optuna_sweeps(cfg):
                 return ("hparams_search=optuna searches over many runs: add -m (python -m attnexp train -m "

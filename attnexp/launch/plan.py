@@ -96,11 +96,12 @@ class Plan:
         return OmegaConf.select(self.cfg, "hydra.mode")
 
     @property
-    def sweeps(self) -> bool:
-        """Whether Hydra will sweep: -m, or hydra.mode=MULTIRUN in the composed config."""
+    def sweeps_unasked(self) -> bool:
+        """hydra.mode=MULTIRUN in the composed config without -m: Hydra will sweep, so the command line
+        plans it as -m (--cfg and --info show the config, as Hydra does)."""
         from hydra.types import RunMode
 
-        return self.multirun or self.mode == RunMode.MULTIRUN
+        return self.mode == RunMode.MULTIRUN and not (self.multirun or self.flags.cfg or self.flags.info)
 
     @property
     def parallel(self) -> int | None:

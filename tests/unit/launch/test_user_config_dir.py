@@ -126,3 +126,16 @@ def test_a_config_that_sets_hydra_mode_multirun_is_planned_as_a_sweep(user_conf,
     capsys.readouterr()
     assert main(["train", "--config-dir", "myconf", "experiment=seeds", "--cfg", "job"]) == 0  # shown, as Hydra shows it
     assert "seed: 0" in capsys.readouterr().out
+
+
+def test_hydra_mode_multirun_with_the_optuna_sweeper_runs_the_study(capsys, monkeypatch, tmp_path):
+    """The re-plan as -m came after the single run's check, which refused the Optuna sweeper with "add -m
+    ... without it this would be one ordinary run": untrue where the composed hydra.mode makes Hydra sweep.
+    A config that sweeps is checked as the sweep it is."""
+    pytest.importorskip("optuna", reason="needs Optuna (pip install -e '.[sweep]')")
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "hparams_search=optuna", "hydra.mode=MULTIRUN", "hydra.sweeper.n_trials=1", "logger=none",
+                 "maps.enabled=false", "trainer.max_epochs=1", "data.n_sentences=100", "test=false"]) == 0
+    assert "add -m" not in capsys.readouterr().err
+    (sweep,) = (p for p in (tmp_path / "multirun").glob("*/*") if p.is_dir())  # beside multirun/optuna/<study>.db
+    assert (sweep / "results.md").is_file() and list((tmp_path / "multirun" / "optuna").glob("*.db"))
