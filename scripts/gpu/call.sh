@@ -35,7 +35,7 @@ for g in "${groups[@]}"; do
 done
 code=0
 for p in "${pids[@]}"; do wait "$p" || code=1; done
-$py scripts/gpu/suite.py --merge "${folders[@]}" --out "$work/window" "$@" >"$work/merge.log" 2>&1 || code=1
+$py scripts/gpu/suite.py --merge "${folders[@]}" --out "$work/window" >"$work/merge.log" 2>&1 || code=1
 tar czf "$OUT/window.tgz" -C "$work" . && echo "gpu/call.sh: $OUT/window.tgz (part groups: ${groups[*]}; exit $code)"
 cat "$work/window/suite.md" 2>/dev/null
 exit $code
