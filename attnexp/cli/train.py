@@ -250,7 +250,9 @@ def one_job(out: Path):
     next job. The launcher starts the other ranks by running `sys.argv` again with
     `hydra.run.dir=<HydraConfig run.dir>` appended: left as the sweep's, that was `-m <every job's
     values>` (attnexp: "unknown command '-m'"; Lightning then SIGKILLed the sweep), so here it is this
-    job's own overrides, as a single run, in this job's folder. Afterwards the job's other ranks are
+    job's own command line, as a single run, in this job's folder: its --config-dir and Hydra overrides
+    too (without them rank 1 could not compose a user's experiment), and hydra.mode=RUN (a config that
+    sets MULTIRUN made rank 1 start a sweep of its own). Afterwards the job's other ranks are
     waited for and no longer watched (Lightning's watcher SIGKILLed the sweep when a failed job's
     rank exited non-zero), and the environment the launcher set (LOCAL_RANK, WORLD_SIZE,
     MASTER_PORT: the next job would take itself for a rank started from outside and wait for peers)
@@ -260,7 +262,8 @@ def one_job(out: Path):
 
     hc = HydraConfig.instance().cfg
     argv, env = list(sys.argv), dict(os.environ)
-    sys.argv = ["attnexp train", *hc.hydra.overrides.task]
+    conf_dir = [f"--config-dir={s.path}" for s in hc.hydra.runtime.config_sources if s.provider == "command-line"]
+    sys.argv = ["attnexp train", *conf_dir, *hc.hydra.overrides.hydra, *hc.hydra.overrides.task, "hydra.mode=RUN"]
     with read_write(hc), read_write(hc.hydra), read_write(hc.hydra.run):
         hc.hydra.run.dir = str(out)
     try:

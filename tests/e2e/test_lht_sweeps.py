@@ -135,3 +135,23 @@ def test_a_failing_ddp_job_does_not_take_the_sweep_with_it(tmp_path):
     done = {next(o for o in d["overrides"] if o.startswith("trainer.limit_val")): d["status"] for d in jobs(tmp_path)}
     assert done == {"trainer.limit_val_batches=0.5": "config_error", "trainer.limit_val_batches=1": "completed"}, done
     assert "1 run(s) of the sweep failed" in r.stderr
+
+
+@pytest.mark.slow
+def test_a_ddp_sweep_that_a_config_makes_runs_each_job_once(tmp_path):
+    """A sweep set by the config (hydra.mode=MULTIRUN in an experiment, no -m) with DDP jobs: Lightning
+    starts each job's rank 1 on that job's overrides, which compose hydra.mode=MULTIRUN again; the
+    command line planned the child as a sweep of its own (-m), so rank 1 swept instead of joining its
+    job. The child is told it is one run (hydra.mode=RUN)."""
+    (tmp_path / "myconf" / "experiment").mkdir(parents=True)
+    (tmp_path / "myconf" / "experiment" / "seeds.yaml").write_text(
+        "# @package _global_\nhydra:\n  mode: MULTIRUN\n  sweeper:\n    params:\n      seed: 1,2\n")
+    r = subprocess.run([sys.executable, "-m", "attnexp", "train", "--config-dir", "myconf", "experiment=seeds",
+                        f"hydra.sweep.dir={tmp_path / 'sweep'}", *DDP_SIM, "trainer.max_epochs=1",
+                        "trainer.limit_train_batches=2", "trainer.limit_val_batches=1", "test=false", *SMALL],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    done = jobs(tmp_path)
+    assert sorted(d["seed"] for d in done) == [1, 2] and all(d["status"] == "completed" for d in done), done
+    assert all(len(list(Path(d["run_dir"]).glob("train_ddp_process_1.log"))) == 1 for d in done)  # rank 1 in its job
