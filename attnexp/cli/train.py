@@ -49,7 +49,7 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
         return EXIT[Status.CONFIG_ERROR]
     if flags.help or flags.hydra_help or flags.shell_completion:  # Hydra answers these itself
         sys.argv = ["attnexp train", *flag_tokens(argv, overrides), *overrides]
-        start_hydra(overrides, multirun, started, None)
+        start_hydra(plan.again, multirun, started, None)
         return 0
     code = check_before_hydra(plan)
     if code is not None:
@@ -67,10 +67,10 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
         from attnexp.launch.sweeps import adapt_submitit
 
         adapt_submitit()
-    start_hydra(overrides, multirun, started, plan.mode)
+    start_hydra(plan.again, multirun, started, plan.mode)
     if sweep_root and nothing_ran(sweep_root):
         return 0  # an Optuna study that already had its trials: said so, with its best; no sweep folder
-    return finish_sweep(sweep_root, overrides) if sweep_root else 0
+    return finish_sweep(sweep_root, plan.again) if sweep_root else 0
 
 
 def check_before_hydra(plan) -> int | None:
@@ -163,17 +163,18 @@ def flag_tokens(argv: list[str], overrides: list[str]) -> list[str]:
     return out
 
 
-def start_hydra(overrides: list[str], multirun: bool, started: float | None, mode) -> None:
+def start_hydra(again: list[str], multirun: bool, started: float | None, mode) -> None:
     """Hydra on sys.argv, as @hydra.main starts it, with the run mode the plan composed (compat/hydra.run:
-    one composition fewer than @hydra.main's); each job is `job`."""
+    one composition fewer than @hydra.main's); each job is `job`. `again`: what a command that continues
+    this one repeats (Plan.again)."""
     from attnexp.compat.hydra import run
     from attnexp.config.paths import conf_dir
 
     ran: list[Path] = []  # the jobs this process ran of a sweep (Hydra's basic launcher runs them in turn)
-    run(lambda cfg: job(cfg, overrides, multirun, started, ran), sys.argv[1:], mode, str(conf_dir()))
+    run(lambda cfg: job(cfg, again, multirun, started, ran), sys.argv[1:], mode, str(conf_dir()))
 
 
-def job(cfg, overrides: list[str], multirun: bool, started: float | None, ran: list[Path]) -> float | None:
+def job(cfg, again: list[str], multirun: bool, started: float | None, ran: list[Path]) -> float | None:
     """One run (one job of a sweep): what Hydra's sweeper gets back is the run's best monitored
     value (Optuna's objective), or None. `ran`: the jobs of this sweep this process ran before."""
     from hydra.core.hydra_config import HydraConfig
@@ -188,7 +189,7 @@ def job(cfg, overrides: list[str], multirun: bool, started: float | None, ran: l
         ran.append(out)
     try:
         with owned(out, cfg.get("resume")):  # one run a folder: nothing of this one is written into another's
-            return run_job(cfg, out, sweep, overrides, multirun, started)
+            return run_job(cfg, out, sweep, again, multirun, started)
     except FolderTaken as e:
         if not sweep:
             print(f"attnexp: {e}", file=sys.stderr)
@@ -197,7 +198,7 @@ def job(cfg, overrides: list[str], multirun: bool, started: float | None, ran: l
         return None
 
 
-def run_job(cfg, out: Path, sweep: bool, overrides: list[str], multirun: bool, started: float | None) -> float | None:
+def run_job(cfg, out: Path, sweep: bool, again: list[str], multirun: bool, started: float | None) -> float | None:
     from attnexp.config import ConfigError
     from attnexp.launch.load import job_context, load_run
     from attnexp.training.stops import Interrupted, StopSignals
@@ -241,7 +242,7 @@ def run_job(cfg, out: Path, sweep: bool, overrides: list[str], multirun: bool, s
             raise
         log.exception("run %s failed", out)
         return None
-    return None if result is None else conclude(result, overrides, multirun, out, sweep)  # None: another DDP rank
+    return None if result is None else conclude(result, again, multirun, out, sweep)  # None: another DDP rank
 
 
 @contextmanager
@@ -281,14 +282,14 @@ def one_job(out: Path):
             dist.destroy_process_group()
 
 
-def conclude(result: dict, overrides: list[str], multirun: bool, out: Path, sweep: bool) -> float | None:
+def conclude(result: dict, again: list[str], multirun: bool, out: Path, sweep: bool) -> float | None:
     """The block a run ends with; a stopped run says how to resume it and ends the command (a sweep
     too: its next job would be stopped as well); a diverged single run exits with its code."""
     from attnexp.results.ending import end_of_run
 
     print(end_of_run(result), flush=True)
     if result["status"] == Status.INTERRUPTED:
-        say_stopped(result, overrides, multirun, out)
+        say_stopped(result, again, multirun, out)
         raise SystemExit(exit_code(Status.INTERRUPTED, result.get("signal")))
     if result["status"] == Status.DIVERGED:
         print(f"attnexp: diverged in {out}: {result['error']}", file=sys.stderr)
@@ -297,8 +298,8 @@ def conclude(result: dict, overrides: list[str], multirun: bool, out: Path, swee
     return sweep_value(result)
 
 
-def say_stopped(result: dict, overrides: list[str], multirun: bool, out: Path) -> None:
-    again = [o for o in overrides if not o.startswith(("resume=", "hydra.run.dir=", "hydra.sweep.dir="))]
+def say_stopped(result: dict, again: list[str], multirun: bool, out: Path) -> None:
+    again = [o for o in again if not o.startswith(("resume=", "hydra.run.dir=", "hydra.sweep.dir="))]
     where = shlex.quote(f"hydra.sweep.dir={hydra_quote(result['sweep'])}" if result.get("sweep")
                         else f"hydra.run.dir={hydra_quote(str(out))}")
     cmd = " ".join(["python -m attnexp train", *(["-m"] if multirun else []), *map(shlex.quote, again), where, "resume=auto"])
@@ -328,7 +329,7 @@ def sweep_jobs(root: Path) -> list[Path]:
     return sorted(p.parent for p in root.rglob(".hydra") if p.is_dir() and p.parent != root)
 
 
-def finish_sweep(root: Path, overrides: list[str] = ()) -> int:
+def finish_sweep(root: Path, again: list[str] = ()) -> int:
     """The sweep's table (results.md, .csv) and its failures, read from the jobs' summary.json
     files: the jobs may have run in other processes (submitit). A job folder without a usable
     summary (its process died before writing one) counts as failed, and so does a sweep with no job.
@@ -360,7 +361,7 @@ def finish_sweep(root: Path, overrides: list[str] = ()) -> int:
         for f in failures:
             print(f"  {f}", file=sys.stderr)
     if unfinished:
-        again = [o for o in overrides if not o.startswith(("resume=", "hydra.sweep.dir="))]
+        again = [o for o in again if not o.startswith(("resume=", "hydra.sweep.dir="))]
         cmd = " ".join(["python -m attnexp train -m", *map(shlex.quote, again), f"hydra.sweep.dir={shlex.quote(str(root))}",
                         "resume=auto"])
         print(f"attnexp: {len(unfinished)} run(s) of the sweep did not finish:", file=sys.stderr)

@@ -43,6 +43,13 @@ class Plan:
         return list(self.flags.overrides)
 
     @property
+    def again(self) -> list[str]:
+        """What a command that continues this one repeats (a "Resume with:" line): --config-dir, made
+        absolute, and the overrides."""
+        conf = self.flags.config_dir
+        return [*([f"--config-dir={Path(conf).expanduser().resolve()}"] if conf else []), *self.overrides]
+
+    @property
     def multirun(self) -> bool:
         return bool(self.flags.multirun)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shlex
 import signal
 import subprocess
 import sys
@@ -312,6 +313,29 @@ def test_cli_stop_signal_exits_with_its_code_and_says_how_to_resume(sig, code, t
     assert p.returncode == 0, err
     s = strict_json(run_dir / "summary.json")
     assert s["status"] == "completed" and s["epochs"] == 4 and len(s["metrics"]["history"]) == 4
+    assert s["resumed_from"] == [str(run_dir / "checkpoints" / "interrupted.ckpt")]
+
+
+@pytest.mark.slow
+def test_the_resume_line_of_a_run_of_a_users_experiment_keeps_its_config_dir(tmp_path):
+    """A run of the user's own experiment (--config-dir DIR experiment=mine) stopped by SIGTERM: the
+    "Resume with:" line dropped --config-dir, so pasted as printed it said "experiment=mine is not an
+    option" instead of continuing the run."""
+    (tmp_path / "myconf" / "experiment").mkdir(parents=True)
+    (tmp_path / "myconf" / "experiment" / "mine.yaml").write_text("# @package _global_\nmodel:\n  n_layers: 1\n")
+    run_dir = tmp_path / "run"
+    p = start(["train", "--config-dir", "myconf", "experiment=mine", *LONG, f"hydra.run.dir={run_dir}"], tmp_path)
+    wait_for(run_dir / "summary.json", lambda s: s["status"] == "running")
+    time.sleep(1.0)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 143, err
+    (line,) = [x for x in err.splitlines() if "Resume with: " in x]
+    p = start(shlex.split(line.split("Resume with: ", 1)[1])[3:], tmp_path)  # pasted: after `python -m attnexp`
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    s = strict_json(run_dir / "summary.json")
+    assert s["status"] == "completed" and s["epochs"] == 4 and s["choices"]["experiment"] == "mine"
     assert s["resumed_from"] == [str(run_dir / "checkpoints" / "interrupted.ckpt")]
 
 
