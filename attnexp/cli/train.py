@@ -25,6 +25,8 @@ register_resolvers()  # a job run in another process (submitit) resolves its fol
 NULL_GROUPS = {"logger=null": "logger=none", "logger=[]": "logger=none"}
 RERUN = ("attnexp does not take Hydra's --experimental-rerun: it unpickles the file, and a pickle can run any code; "
          "rerun a run with the overrides in its .hydra/overrides.yaml, or continue it with hydra.run.dir=DIR resume=auto")
+PRIMARY = ("attnexp train composes its own config.yaml, which --config-name (-cn) and --config-path (-cp) would replace; "
+           "put your settings in an experiment beside attnexp's: --config-dir DIR experiment=NAME (docs/extending.md)")
 
 
 def train_cli(argv: list[str], started: float | None = None) -> int:
@@ -44,8 +46,8 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
 
     plan = Plan.of(argv)
     flags, multirun, overrides = plan.flags, plan.multirun, plan.overrides
-    if flags.experimental_rerun:
-        print(f"attnexp: config error: {RERUN}", file=sys.stderr)
+    if flags.experimental_rerun or flags.config_name or flags.config_path:
+        print(f"attnexp: config error: {RERUN if flags.experimental_rerun else PRIMARY}", file=sys.stderr)
         return EXIT[Status.CONFIG_ERROR]
     if flags.help or flags.hydra_help or flags.shell_completion:  # Hydra answers these itself
         sys.argv = ["attnexp train", *flag_tokens(argv, overrides), *overrides]

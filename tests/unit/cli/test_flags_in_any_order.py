@@ -100,3 +100,19 @@ def test_hydras_experimental_rerun_is_refused_before_its_pickle_is_read(tmp_path
     assert code == 2 and not marker.exists(), "the pickle's payload ran"
     assert err.strip().startswith("attnexp: config error: attnexp does not take Hydra's --experimental-rerun")
     assert len(err.strip().splitlines()) == 1 and "overrides.yaml" in err and not list(tmp_path.glob("outputs"))
+
+
+@pytest.mark.parametrize("flag", [["--config-name", "other"], ["-cn", "other"], ["--config-path", "MINE"], ["-cp", "MINE"]])
+@pytest.mark.parametrize("show", [[], ["--cfg", "job"]], ids=["train", "cfg"])
+def test_a_primary_config_of_the_users_is_refused_in_one_line(flag, show, tmp_path, capsys, monkeypatch):
+    """Hydra's --config-name and --config-path replace the primary config. Before, --cfg showed the
+    user's (Hydra answers it) while the run itself trained attnexp's config.yaml without a word: the
+    flag was silently dropped. The way to one's own settings is an experiment beside attnexp's."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "other.yaml").write_text("seed: 7\n")
+    flag = [f.replace("MINE", str(tmp_path / "mine")) for f in flag]
+    code, out, err = said(capsys, "--config-dir", "mine", *flag, *show, "trainer.max_epochs=1", "data.n_sentences=100",
+                          "logger=none", "maps.enabled=false", "test=false")
+    assert code == 2 and err.count("\n") == 1 and "experiment=NAME" in err and flag[0] in err, err
+    assert not (tmp_path / "outputs").exists() and out == ""
