@@ -23,6 +23,8 @@ commands:
   compare [DIR ...] [sort=KEY] [csv=PATH]
                       runs side by side from their summary.json (default: the newest sweep)
 
+  --version           attnexp's version (`train --version`: Hydra's)
+
 examples:
   python -m attnexp train attention=causal
   python -m attnexp train -m attention=causal,bidirectional model.n_layers=2,4
@@ -47,6 +49,11 @@ def command(argv: list[str] | None, started: float | None) -> int:
     started = started or time.time()
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
+        return 0
+    if argv[0] in ("--version", "-V"):
+        from importlib.metadata import version
+
+        print(f"attnexp {version('attnexp')}")
         return 0
     load_env()
     cmd, rest = argv[0], argv[1:]
