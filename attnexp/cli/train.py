@@ -33,22 +33,16 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
     """Exit codes: cli/exits.py. A single run's code is its own; a sweep's is 0 when every job
     completed, else 1. A stop signal ends either with the signal's code and a line saying how to
     resume."""
-    from attnexp.config.secrets import take_passwords
+    from attnexp.config import ConfigError
     from attnexp.launch.compose import register_schemas
 
     register_schemas()
-
-    argv, problem = take_passwords([NULL_GROUPS.get(a, a) for a in argv])  # before Hydra writes any override down
-    if problem:
-        print(f"attnexp: config error: {problem}", file=sys.stderr)
+    try:
+        argv, plan = planned(argv)
+    except ConfigError as e:
+        print(f"attnexp: config error: {e}", file=sys.stderr)
         return EXIT[Status.CONFIG_ERROR]
-    from attnexp.launch.plan import Plan
-
-    plan = Plan.of(argv)
     flags, multirun, overrides = plan.flags, plan.multirun, plan.overrides
-    if flags.experimental_rerun or flags.config_name or flags.config_path:
-        print(f"attnexp: config error: {RERUN if flags.experimental_rerun else PRIMARY}", file=sys.stderr)
-        return EXIT[Status.CONFIG_ERROR]
     if flags.help or flags.hydra_help or flags.shell_completion:  # Hydra answers these itself
         sys.argv = ["attnexp train", *flag_tokens(argv, overrides), *overrides]
         start_hydra(plan.again, multirun, started, None)
@@ -73,6 +67,20 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
     if sweep_root and nothing_ran(sweep_root):
         return 0  # an Optuna study that already had its trials: said so, with its best; no sweep folder
     return finish_sweep(sweep_root, plan.again) if sweep_root else 0
+
+
+def planned(argv: list[str]):
+    """(the command line without its passwords, its Plan); a ConfigError for a flag Hydra's parser refuses
+    or one attnexp does not take."""
+    from attnexp.config import ConfigError
+    from attnexp.config.secrets import take_passwords
+    from attnexp.launch.plan import Plan
+
+    argv, problem = take_passwords([NULL_GROUPS.get(a, a) for a in argv])  # before Hydra writes any override down
+    plan = None if problem else Plan.of(argv)
+    if problem or plan.flags.experimental_rerun or plan.flags.config_name or plan.flags.config_path:
+        raise ConfigError(problem or (RERUN if plan.flags.experimental_rerun else PRIMARY))
+    return argv, plan
 
 
 def check_before_hydra(plan) -> int | None:

@@ -34,9 +34,15 @@ class Plan:
 
     @classmethod
     def of(cls, argv: list[str]) -> Plan:
+        """Hydra's parse of `argv`, flags and overrides in any order; a flag it refuses is a ConfigError."""
         from attnexp.compat.hydra import args_parser
 
-        return cls(args_parser().parse_intermixed_args(argv))  # flags and overrides in any order
+        def refuse(message: str):  # argparse's own exit printed its seven-line usage under the name __main__.py
+            raise ConfigError(f"{message} (python -m attnexp train --hydra-help lists the flags)")
+
+        parser = args_parser()
+        parser.error = refuse
+        return cls(parser.parse_intermixed_args(argv))
 
     @property
     def overrides(self) -> list[str]:

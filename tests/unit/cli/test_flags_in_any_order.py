@@ -116,3 +116,12 @@ def test_a_primary_config_of_the_users_is_refused_in_one_line(flag, show, tmp_pa
                           "logger=none", "maps.enabled=false", "test=false")
     assert code == 2 and err.count("\n") == 1 and "experiment=NAME" in err and flag[0] in err, err
     assert not (tmp_path / "outputs").exists() and out == ""
+
+
+@pytest.mark.parametrize("args, says", [(["--foo"], "unrecognized arguments: --foo"),
+                                        (["--cfg"], "argument --cfg/-c: expected one argument"),
+                                        (["--cfg", "jobs"], "invalid choice: 'jobs'")])
+def test_a_flag_hydras_parser_refuses_is_one_line(args, says, capsys):
+    """Before, argparse's own exit: seven lines of usage from a program named `__main__.py`."""
+    code, out, err = said(capsys, *args)
+    assert code == 2 and err.count("\n") == 1 and says in err and "--hydra-help" in err and "__main__" not in err, err
