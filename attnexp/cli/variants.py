@@ -26,7 +26,14 @@ def options() -> list[dict]:
 
 
 def variants_cli(argv: list[str]) -> int:
+    import sys
+
     from attnexp import attention
+
+    if argv:
+        print(f"attnexp variants: takes no arguments (got {' '.join(map(repr, argv))}); it lists every attention= "
+              f"option and variant", file=sys.stderr)
+        return 2
 
     about = {r["variant"]: r for r in attention.matrix()}
     rows = [{**o, **{k: about[o["variant"]][k] for k in ("backends", "rows", "positions", "about")}} for o in options()]

@@ -267,3 +267,12 @@ def test_an_alias_claimed_twice_is_refused():
     with pytest.raises(ValueError, match="already claimed by 'mha'"):
         registry.register(Other)
     registry.REGISTRY.pop("alias_thief_test", None)
+
+
+def test_the_variants_command_refuses_arguments_in_one_line(capsys):
+    """`variants rotary` printed the whole table as if the name were read; it takes none."""
+    from attnexp.cli import main
+
+    assert main(["variants", "rotary"]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.count("\n") == 1 and "'rotary'" in out.err and "no arguments" in out.err
