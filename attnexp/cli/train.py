@@ -63,10 +63,10 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
         from attnexp.launch.sweeps import adapt_submitit
 
         adapt_submitit()
-    start_hydra(plan.again, multirun, started, plan.mode)
+    refused = start_hydra(plan.again, multirun, started, plan.mode)
     if sweep_root and nothing_ran(sweep_root):
         return 0  # an Optuna study that already had its trials: said so, with its best; no sweep folder
-    return finish_sweep(sweep_root, plan.again) if sweep_root else 0
+    return finish_sweep(sweep_root, plan.again, refused) if sweep_root else 0
 
 
 def planned(argv: list[str]):
@@ -173,23 +173,27 @@ def flag_tokens(argv: list[str], overrides: list[str]) -> list[str]:
     return out
 
 
-def start_hydra(again: list[str], multirun: bool, started: float | None, mode) -> None:
+def start_hydra(again: list[str], multirun: bool, started: float | None, mode) -> list[str]:
     """Hydra on sys.argv, as @hydra.main starts it, with the run mode the plan composed (compat/hydra.run:
     one composition fewer than @hydra.main's); each job is `job`. `again`: what a command that continues
-    this one repeats (Plan.again)."""
+    this one repeats (Plan.again). Returns a line for each job of a sweep refused its folder here."""
     from attnexp.compat.hydra import run
     from attnexp.config.paths import conf_dir
 
     ran: list[Path] = []  # the jobs this process ran of a sweep (Hydra's basic launcher runs them in turn)
-    run(lambda cfg: job(cfg, again, multirun, started, ran), sys.argv[1:], mode, str(conf_dir()))
+    refused: list[str] = []
+    run(lambda cfg: job(cfg, again, multirun, started, ran, refused), sys.argv[1:], mode, str(conf_dir()))
+    return refused
 
 
-def job(cfg, again: list[str], multirun: bool, started: float | None, ran: list[Path]) -> float | None:
+def job(cfg, again: list[str], multirun: bool, started: float | None, ran: list[Path], refused: list[str]) -> float | None:
     """One run (one job of a sweep): what Hydra's sweeper gets back is the run's best monitored
-    value (Optuna's objective), or None. `ran`: the jobs of this sweep this process ran before."""
+    value (Optuna's objective), or None. `ran`: the jobs of this sweep this process ran before;
+    `refused`: a line is added for a job refused its folder (said among the sweep's failures)."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    from attnexp.launch.load import job_context
     from attnexp.results.folder import FolderTaken, owned
 
     out = Path(HydraConfig.get().runtime.output_dir)
@@ -198,13 +202,14 @@ def job(cfg, again: list[str], multirun: bool, started: float | None, ran: list[
         started = started if not ran else time.time()
         ran.append(out)
     try:
-        with owned(out, cfg.get("resume")):  # one run a folder: nothing of this one is written into another's
+        with owned(out, cfg.get("resume"), job_context() if sweep else None):  # one run a folder, one folder a run
             return run_job(cfg, out, sweep, again, multirun, started)
     except FolderTaken as e:
         if not sweep:
             print(f"attnexp: {e}", file=sys.stderr)
             raise SystemExit(EXIT[Status.CONFIG_ERROR]) from None
         log.error("not run: %s", e)
+        refused.append(f"not run: {e}")
         return None
 
 
@@ -339,15 +344,16 @@ def sweep_jobs(root: Path) -> list[Path]:
     return sorted(p.parent for p in root.rglob(".hydra") if p.is_dir() and p.parent != root)
 
 
-def finish_sweep(root: Path, again: list[str] = ()) -> int:
+def finish_sweep(root: Path, again: list[str] = (), refused: list[str] = ()) -> int:
     """The sweep's table (results.md, .csv) and its failures, read from the jobs' summary.json
     files: the jobs may have run in other processes (submitit). A job folder without a usable
     summary (its process died before writing one) counts as failed, and so does a sweep with no job.
     A job that did not finish (interrupted: e.g. a SLURM job requeued max_num_timeout times; or
-    killed) is listed with the command that continues the sweep, and the sweep exits non-zero too."""
+    killed) is listed with the command that continues the sweep, and the sweep exits non-zero too. `refused`:
+    the jobs this process did not run because their folder was another run's (a failure each)."""
     from attnexp.results.compare import CompareError, write_sweep_table
 
-    failures, unfinished, jobs = [], [], sweep_jobs(root)
+    failures, unfinished, jobs = list(refused), [], sweep_jobs(root)
     for folder in jobs:
         try:
             s = summary.read(folder / summary.NAME)

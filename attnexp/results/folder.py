@@ -84,6 +84,26 @@ def earlier_run(folder: Path, resume: str | None) -> str | None:
             f"with resume=auto, or give the new run its own folder with hydra.run.dir=DIR (nothing was changed there)")
 
 
+def other_settings(folder: Path, resume: str | None, job) -> str | None:
+    """One line when a sweep's job continuing its folder (resume=auto) finds there a run made with other
+    values of the keys the sweep varies (`job`: its JobContext): another study's trial, or an earlier
+    launch's of a study kept in memory. That run is not this job's, nor its result this job's value."""
+    if resume != "auto" or job is None or not job.swept:
+        return None
+    from attnexp.config import split_override
+    from attnexp.results import summary
+
+    try:
+        theirs = summary.read(Path(folder) / layout.SUMMARY)["overrides"] or []
+    except summary.SummaryError:
+        return None
+    swept = [sorted(o for o in overrides if split_override(o)[0] in job.swept) for overrides in (theirs, job.overrides)]
+    if swept[0] == swept[1]:
+        return None
+    return (f"{folder} holds a run made with other settings ({' '.join(swept[0])}), not this job's; give this sweep a "
+            f"folder of its own with hydra.sweep.dir=DIR (nothing was changed there)")
+
+
 def rank_zero() -> bool:
     """The process that owns the folder: not another rank of a distributed run (Lightning's DDP
     children, srun's tasks), which write into the folder their rank 0 holds."""
@@ -91,14 +111,15 @@ def rank_zero() -> bool:
 
 
 @contextmanager
-def owned(folder: Path, resume: str | None):
-    """Hold `folder` for one run: FolderTaken (nothing written) while another live run holds it or
-    a fresh run would mix with an earlier one's checkpoints; the lock is removed when the run ends."""
+def owned(folder: Path, resume: str | None, job=None):
+    """Hold `folder` for one run: FolderTaken (nothing written) while another live run holds it, a
+    fresh run would mix with an earlier one's checkpoints, or a sweep's job (`job`: its JobContext)
+    would continue another's; the lock is removed when the run ends."""
     folder = Path(folder)
     if not rank_zero():
         yield
         return
-    problem = taken(folder) or earlier_run(folder, resume)
+    problem = taken(folder) or earlier_run(folder, resume) or other_settings(folder, resume, job)
     if problem:
         raise FolderTaken(problem)
     folder.mkdir(parents=True, exist_ok=True)

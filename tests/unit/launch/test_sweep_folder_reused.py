@@ -1,0 +1,61 @@
+"""A sweep launched again into the same folder (hydra.sweep.dir=ROOT, as the "continue them" line a
+stopped sweep prints). Before: an Optuna study's trial folders were named by the launch's job index,
+so the second launch's trials 2 and 3 ran in trial0/ and trial1/, found those runs completed
+(resume=auto), and told the study trials 0 and 1's values for other settings; and a sweep whose every
+job was refused its folder (an earlier launch's runs) exited 0, its failures only in the log."""
+
+from __future__ import annotations
+
+import pytest
+
+from attnexp.cli import main
+
+SMALL = ["trainer.max_epochs=1", "data.n_sentences=100", "logger=none", "maps.enabled=false", "test=false",
+         "trainer.enable_progress_bar=false"]
+
+
+def launch(tmp_path, *args: str) -> int:
+    return main(["train", "-m", "hparams_search=optuna", "hydra.sweeper.study_name=s", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                 *SMALL, *args])
+
+
+def test_a_sweep_whose_jobs_are_refused_their_folders_fails_and_says_so(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    sweep = ["train", "-m", "seed=1,2", f"hydra.sweep.dir={tmp_path / 'sweep'}", *SMALL]
+    assert main(sweep) == 0
+    before = {p: p.read_bytes() for p in (tmp_path / "sweep").rglob("*.ckpt")}
+    capsys.readouterr()
+    assert main(sweep) == 1  # the same command again, without resume=auto: nothing of the first is touched
+    err = capsys.readouterr().err
+    assert "2 run(s) of the sweep failed" in err and err.count("already holds a run") >= 2 and "resume=auto" in err
+    assert before and all(p.read_bytes() == b for p, b in before.items())
+
+
+def test_a_continued_studys_trials_each_run_in_a_folder_of_their_own(tmp_path, monkeypatch):
+    optuna = pytest.importorskip("optuna", reason="needs Optuna (pip install -e '.[sweep]')")
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 's.db'}"
+    assert launch(tmp_path, f"hydra.sweeper.storage={db}", "hydra.sweeper.n_trials=2") == 0
+    assert launch(tmp_path, f"hydra.sweeper.storage={db}", "hydra.sweeper.n_trials=4", "resume=auto") == 0
+    trials = optuna.load_study(study_name="s", storage=db).trials
+    assert [t.user_attrs["run_dir"] for t in trials] == [str(tmp_path / "sweep" / f"trial{t.number}") for t in trials]
+    from attnexp.results import summary
+
+    for t in trials:  # the value told is the run's in the trial's folder, trained with the trial's settings
+        s = summary.read(tmp_path / "sweep" / f"trial{t.number}" / "summary.json")
+        assert s["metrics"]["best"]["value"] == pytest.approx(t.value)
+        assert {f"{k}={v}" for k, v in t.params.items()} <= set(s["overrides"])
+
+
+def test_a_trial_folder_holding_another_trials_run_is_not_its_result(tmp_path, monkeypatch, capsys):
+    """Two studies in memory (no storage: numbering starts again) into one sweep folder with resume=auto:
+    the second's trial 0 finds the first's trial0/ completed with other settings. It is not run there,
+    and the study is not told that run's value."""
+    pytest.importorskip("optuna", reason="needs Optuna (pip install -e '.[sweep]')")
+    monkeypatch.chdir(tmp_path)
+    assert launch(tmp_path, "hydra.sweeper.storage=null", "hydra.sweeper.n_trials=1", "hydra.sweeper.seed=1") == 0
+    before = (tmp_path / "sweep" / "trial0" / "summary.json").read_bytes()
+    assert launch(tmp_path, "hydra.sweeper.storage=null", "hydra.sweeper.n_trials=1", "hydra.sweeper.seed=2",
+                  "resume=auto") != 0
+    assert "holds a run made with other settings" in capsys.readouterr().err
+    assert (tmp_path / "sweep" / "trial0" / "summary.json").read_bytes() == before  # left as it was
