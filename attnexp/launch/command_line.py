@@ -104,7 +104,7 @@ def sweeper_key(key: str) -> str:
 
     from hydra_plugins.attnexp_optuna_sweeper.sweeper import AttnexpOptunaSweeperConf
 
-    keys = [f.name for f in fields(AttnexpOptunaSweeperConf) if not f.name.startswith("_") and f.name != "trial"]
+    keys = [f.name for f in fields(AttnexpOptunaSweeperConf) if not f.name.startswith("_") and f.name not in ("trial", "origin")]
     last = key.rsplit(".", 1)[-1]
     meant = f" (did you mean hydra.sweeper.{last}?)" if last in keys and key != f"hydra.sweeper.{last}" else ""
     if key.startswith("hydra.sweeper.sampler.") and last in PRUNER_KEYS:  # LHT's TPE setting, not the pruner's

@@ -97,7 +97,8 @@ def other_settings(folder: Path, resume: str | None, job) -> str | None:
         theirs = summary.read(Path(folder) / layout.SUMMARY)["overrides"] or []
     except summary.SummaryError:
         return None
-    swept = [sorted(o for o in overrides if split_override(o)[0] in job.swept) for overrides in (theirs, job.overrides)]
+    keys = set(job.swept) - {"resume"}  # how a run starts, not what it is (a retried trial is given resume=auto)
+    swept = [sorted(o for o in overrides if split_override(o)[0] in keys) for overrides in (theirs, job.overrides)]
     if swept[0] == swept[1]:
         return None
     return (f"{folder} holds a run made with other settings ({' '.join(swept[0])}), not this job's; give this sweep a "

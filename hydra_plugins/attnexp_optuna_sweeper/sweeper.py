@@ -58,8 +58,11 @@ class AttnexpOptunaSweeperConf:
     grace_period: int = 60
     params: dict[str, str] = field(default_factory=dict)
     # Set by the sweeper for each job it launches (hydra.sweeper.trial=N): the trial the job runs
-    # for, which the job opens from `storage` to report per-epoch values and be pruned.
+    # for, which the job opens from `storage` to report per-epoch values and be pruned; and the trial
+    # whose folder it runs in (hparams_search=optuna's trial<origin>/): its own, or for a dead launch's
+    # trial asked again the first that ran those settings, so the retry continues its checkpoints.
     trial: int | None = None
+    origin: int | None = None
 
 
 ConfigStore.instance().store(group="hydra/sweeper", name="attnexp_optuna", node=AttnexpOptunaSweeperConf,
@@ -91,6 +94,7 @@ class OptunaSweeper(Sweeper):
         self.s = AttnexpOptunaSweeperConf(**settings)
         self.where = StudyStorage.parse(self.s.storage)
         self.job_idx = 0
+        self.retried: dict[int, int] = {}  # a trial asked again (its number) -> the first that ran its settings
 
     def setup(self, *, hydra_context, task_function, config: DictConfig) -> None:
         self.config = config
@@ -178,6 +182,8 @@ class OptunaSweeper(Sweeper):
             ahead = [t for t in counted(study, trials_now) if t.number < trial.number]
             frozen = next(t for t in trials_now if t.number == trial.number)
             retry = "failed_trial" in frozen.system_attrs  # a dead launch's trial, asked again
+            if retry:
+                self.retried[trial.number] = int(frozen.system_attrs["failed_trial"])
             if len(ahead) >= self.s.n_trials and not retry:
                 trial.set_user_attr("surplus", True)
                 study.tell(trial, state=S.FAIL)
@@ -238,8 +244,8 @@ class OptunaSweeper(Sweeper):
         while True:
             trials = self.ask(study, min(self.s.n_jobs, left)) if left > 0 else []
             if trials:
-                batch = [[*fixed, *(f"{k}={suggest(trial)}" for k, suggest in space.items()),
-                          f"hydra.sweeper.trial={trial.number}"] for trial in trials]
+                batch = [[*fixed, *(f"{k}={suggest(trial)}" for k, suggest in space.items()), *self.where_run(trial.number)]
+                         for trial in trials]
                 with Heartbeat(study, trials, self.s.heartbeat_interval if self.storage_beats() else 0):
                     returns = self.launcher.launch(batch, initial_job_idx=self.job_idx)
                 self.tell(study, trials, returns)
@@ -251,6 +257,14 @@ class OptunaSweeper(Sweeper):
                 break
             left = self.left(study)
         return ran
+
+    def where_run(self, number: int) -> list[str]:
+        """A trial's job's own overrides: its number, its folder's, and resume=auto where it is a dead
+        launch's trial asked again (in the folder of the first that ran its settings: it continues that
+        run's checkpoints, and no half-run folder of it is left unfinished)."""
+        origin = self.retried.get(number, number)
+        return [f"hydra.sweeper.trial={number}", f"hydra.sweeper.origin={origin}",
+                *(["resume=auto"] if origin != number else [])]
 
     def storage_beats(self) -> bool:
         """Whether the storage keeps heartbeats (an RDB): a journal file or memory does not."""
