@@ -59,3 +59,17 @@ def test_a_trial_folder_holding_another_trials_run_is_not_its_result(tmp_path, m
                   "resume=auto") != 0
     assert "holds a run made with other settings" in capsys.readouterr().err
     assert (tmp_path / "sweep" / "trial0" / "summary.json").read_bytes() == before  # left as it was
+
+
+@pytest.mark.parametrize("args", [["hydra.run.dir="], ["paths.log_dir="], ["-m", "seed=1,2", "hydra.sweep.dir="],
+                                  ["-m", "seed=1,2", "paths.sweep_dir="]])
+def test_an_empty_folder_setting_is_one_line_not_the_working_folder_or_the_root(args, tmp_path, monkeypatch, capsys):
+    """`hydra.run.dir=$OUT` with $OUT unset: the run went into the folder you ran in (a sweep's results.md
+    there, its table gathering every run below it); `paths.log_dir=$LOGS` unset put it under / itself
+    (/2026-11-28/..., written where the user may write there, as root in a container)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", *args, *SMALL]) == 2
+    err = capsys.readouterr().err
+    key = next(a for a in args if a.endswith("="))[:-1]
+    assert err.count("\n") == 1 and f"{key} is empty" in err and f"{key}=DIR" in err, err
+    assert list(tmp_path.iterdir()) == []
