@@ -77,6 +77,9 @@ def compare_cli(argv: list[str]) -> int:
         else:
             paths.append(Path(a))
     try:
+        for key in ("csv", "md", "report"):  # said before anything is read, not as a traceback after the table
+            if key in opts and (said := output_problem(key, opts[key])):
+                raise CompareError(said)
         if "study" in opts or "storage" in opts:
             paths += study_runs(opts.get("study"), opts.get("storage"))
         if not paths:
@@ -98,15 +101,27 @@ def compare_cli(argv: list[str]) -> int:
               f"seeds, ~ = within noise, p > 0.05)\n")
         print(markdown(gcols, grows) + "\n")
     print(markdown(cols, rows))
-    if "csv" in opts:
-        write_csv(Path(opts["csv"]), *(gcols, grows) if grows else (cols, rows))
-        print(f"\nwrote {opts['csv']}")
-    if "md" in opts:
-        Path(opts["md"]).write_text((markdown(gcols, grows) + "\n\n" if grows else "") + markdown(cols, rows) + "\n")
-        print(f"wrote {opts['md']}")
-    if "report" in opts:
-        from attnexp.results.report import write_report
+    from attnexp.results.report import write_report
 
-        write_report(Path(opts["report"]), t, cols, rows, gcols, grows)
-        print(f"wrote {opts['report']}")
+    writers = {"csv": lambda p: write_csv(p, *(gcols, grows) if grows else (cols, rows)),
+               "md": lambda p: p.write_text((markdown(gcols, grows) + "\n\n" if grows else "") + markdown(cols, rows) + "\n"),
+               "report": lambda p: write_report(p, t, cols, rows, gcols, grows)}
+    for key in (k for k in writers if k in opts):
+        try:
+            Path(opts[key]).parent.mkdir(parents=True, exist_ok=True)
+            writers[key](Path(opts[key]))
+        except OSError as e:
+            print(f"attnexp compare: cannot write {key}={opts[key]}: {e.strerror or e}", file=sys.stderr)
+            return 1
+        print(f"wrote {opts[key]}")
     return 0
+
+
+def output_problem(key: str, value: str) -> str | None:
+    """One line when `key=value` names no file this user can write (empty: an unset variable; a folder;
+    a path through a file; a read-only folder), else None."""
+    from attnexp.config.checks import unwritable
+
+    if not value.strip() or Path(value).is_dir():
+        return f"{key}={value}: give the file to write, e.g. {key}=runs.{'html' if key == 'report' else key}"
+    return unwritable(Path(value).parent, f"{key}=PATH", f"the {key}= file into")

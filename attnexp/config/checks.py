@@ -59,12 +59,14 @@ def from_dict(cls, raw: Any, where: str):
 
 def unwritable(folder: Path, key: str, what: str = "the run folder") -> str | None:
     """One line when `folder` cannot be made or written (a file in its way, a read-only disk, no
-    permission), said before any work and before a mkdir fails with a traceback; else None."""
+    permission), said before any work and before a mkdir fails with a traceback; else None. `key`: the
+    setting that names it (the fix said is KEY=DIR), or the fix itself where it holds '='."""
+    fix = key if "=" in key else f"{key}=DIR"
     existing = Path(folder).absolute()
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
-        return f"cannot write {what} {folder}: {existing} is a file, not a folder; give a folder with {key}=DIR"
+        return f"cannot write {what} {folder}: {existing} is a file, not a folder; give a folder with {fix}"
     if os.access(existing, os.W_OK | os.X_OK):
         return full(existing, folder, what)
     try:
@@ -72,7 +74,7 @@ def unwritable(folder: Path, key: str, what: str = "the run folder") -> str | No
     except OSError:
         read_only = False
     why = "is on a read-only file system" if read_only else "is not writable by this user"
-    return f"cannot write {what} {folder}: {existing} {why}; give a writable folder with {key}=DIR"
+    return f"cannot write {what} {folder}: {existing} {why}; give a writable folder with {fix}"
 
 
 MIN_FREE_BYTES = 64 << 10  # Hydra's .hydra/ files (~10 kB), the lock and the first record: under this the disk is full

@@ -64,6 +64,19 @@ def test_mistakes_are_one_line(args, needle, two_runs, tmp_path, capsys):
     assert needle in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("key", ["csv", "md", "report"])
+def test_an_output_file_is_checked_before_anything_is_read_and_its_folder_made(key, two_runs, tmp_path, capsys):
+    """Before: `csv=` (an unset variable), a folder, or a path through a file ended in a traceback after
+    the table was printed; a file in a folder not yet made was a FileNotFoundError for csv= and md=."""
+    (tmp_path / "a_file").write_text("")
+    for bad in ("", str(tmp_path), str(tmp_path / "a_file" / "x.out")):
+        assert compare_cli([str(two_runs), f"{key}={bad}"]) == 2, bad
+        out = capsys.readouterr()
+        assert out.out == "" and out.err.count("\n") == 1 and f"{key}=" in out.err and "Traceback" not in out.err, out.err
+    made = tmp_path / "new" / "deeper" / f"runs.{key}"
+    assert compare_cli([str(two_runs), f"{key}={made}"]) == 0 and made.stat().st_size > 0
+
+
 BAD = {  # a summary.json from anywhere: each is left out with one line, the rest compared
     "a JSON list": b"[1, 2]",
     "'metrics' is a str": b'{"status": "completed", "metrics": "oops"}',
