@@ -9,9 +9,11 @@ import shlex
 import sys
 import time
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnexp.cli.exits import EXIT, SWEEP_FAILED, config_error, disk_is_full, exit_code, one_line_failure, stopped_at_start
+from attnexp.config import layout
 from attnexp.config.checks import unwritable
 from attnexp.launch.compose import register_resolvers
 from attnexp.results import summary
@@ -45,7 +47,7 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
     flags, multirun, overrides = plan.flags, plan.multirun, plan.overrides
     if flags.help or flags.hydra_help or flags.shell_completion:  # Hydra answers these itself
         sys.argv = ["attnexp train", *flag_tokens(argv, overrides), *overrides]
-        start_hydra(plan.again, multirun, started, None)
+        start_hydra(Launch(plan.again, multirun, started), None)
         return 0
     code = check_before_hydra(plan)
     if code is not None:
@@ -63,10 +65,12 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
         from attnexp.launch.sweeps import adapt_submitit
 
         adapt_submitit()
-    refused = start_hydra(plan.again, multirun, started, plan.mode)
+    if sweep_root:  # its jobs say here which were refused their folder: an earlier launch's lines are not this one's
+        (sweep_root / layout.REFUSED).unlink(missing_ok=True)
+    start_hydra(Launch(plan.again, multirun, started, plan.hydra_subdir if multirun else None), plan.mode)
     if sweep_root and nothing_ran(sweep_root):
         return 0  # an Optuna study that already had its trials: said so, with its best; no sweep folder
-    return finish_sweep(sweep_root, plan.again, refused) if sweep_root else 0
+    return finish_sweep(sweep_root, plan.again) if sweep_root else 0
 
 
 def planned(argv: list[str]):
@@ -173,43 +177,54 @@ def flag_tokens(argv: list[str], overrides: list[str]) -> list[str]:
     return out
 
 
-def start_hydra(again: list[str], multirun: bool, started: float | None, mode) -> list[str]:
+@dataclass
+class Launch:
+    """What each job of this command is given, and what this process saw of a sweep's jobs."""
+
+    again: list[str]  # what a command that continues this one repeats (Plan.again)
+    multirun: bool
+    started: float | None  # when the command started
+    hydra_subdir: str | None = None  # a sweep job's .hydra/, written by `job` once the folder is the job's
+    ran: list[Path] = field(default_factory=list)  # the jobs this process ran (Hydra's basic launcher: in turn)
+
+
+def start_hydra(launch: Launch, mode) -> None:
     """Hydra on sys.argv, as @hydra.main starts it, with the run mode the plan composed (compat/hydra.run:
-    one composition fewer than @hydra.main's); each job is `job`. `again`: what a command that continues
-    this one repeats (Plan.again). Returns a line for each job of a sweep refused its folder here."""
+    one composition fewer than @hydra.main's); each job is `job`."""
     from attnexp.compat.hydra import run
     from attnexp.config.paths import conf_dir
 
-    ran: list[Path] = []  # the jobs this process ran of a sweep (Hydra's basic launcher runs them in turn)
-    refused: list[str] = []
-    run(lambda cfg: job(cfg, again, multirun, started, ran, refused), sys.argv[1:], mode, str(conf_dir()))
-    return refused
+    run(lambda cfg: job(cfg, launch), sys.argv[1:], mode, str(conf_dir()))
 
 
-def job(cfg, again: list[str], multirun: bool, started: float | None, ran: list[Path], refused: list[str]) -> float | None:
+def job(cfg, launch: Launch) -> float | None:
     """One run (one job of a sweep): what Hydra's sweeper gets back is the run's best monitored
-    value (Optuna's objective), or None. `ran`: the jobs of this sweep this process ran before;
-    `refused`: a line is added for a job refused its folder (said among the sweep's failures)."""
+    value (Optuna's objective), or None. A sweep's job refused its folder says so in the sweep's
+    refused.txt, which the sweep's end reads (the job may run in another process: submitit)."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    from attnexp.compat.hydra import save_job_files
     from attnexp.launch.load import job_context
     from attnexp.results.folder import FolderTaken, owned
 
     out = Path(HydraConfig.get().runtime.output_dir)
-    sweep = HydraConfig.get().mode == RunMode.MULTIRUN
+    sweep, started = HydraConfig.get().mode == RunMode.MULTIRUN, launch.started
     if sweep:  # a job's times count from its own start: the first from the command's, the next from theirs
-        started = started if not ran else time.time()
-        ran.append(out)
+        started = started if not launch.ran else time.time()
+        launch.ran.append(out)
     try:
         with owned(out, cfg.get("resume"), job_context() if sweep else None):  # one run a folder, one folder a run
-            return run_job(cfg, out, sweep, again, multirun, started)
+            if launch.hydra_subdir:  # Hydra's files of the job, written only into a folder that is the job's
+                save_job_files(cfg, out / launch.hydra_subdir)
+            return run_job(cfg, out, sweep, launch.again, launch.multirun, started)
     except FolderTaken as e:
         if not sweep:
             print(f"attnexp: {e}", file=sys.stderr)
             raise SystemExit(EXIT[Status.CONFIG_ERROR]) from None
         log.error("not run: %s", e)
-        refused.append(f"not run: {e}")
+        with open(Path(HydraConfig.get().sweep.dir) / layout.REFUSED, "a", encoding="utf-8") as f:
+            f.write(f"not run: {' '.join(str(e).split())}\n")
         return None
 
 
@@ -344,16 +359,21 @@ def sweep_jobs(root: Path) -> list[Path]:
     return sorted(p.parent for p in root.rglob(".hydra") if p.is_dir() and p.parent != root)
 
 
-def finish_sweep(root: Path, again: list[str] = (), refused: list[str] = ()) -> int:
+def finish_sweep(root: Path, again: list[str] = ()) -> int:
     """The sweep's table (results.md, .csv) and its failures, read from the jobs' summary.json
     files: the jobs may have run in other processes (submitit). A job folder without a usable
     summary (its process died before writing one) counts as failed, and so does a sweep with no job.
     A job that did not finish (interrupted: e.g. a SLURM job requeued max_num_timeout times; or
-    killed) is listed with the command that continues the sweep, and the sweep exits non-zero too. `refused`:
-    the jobs this process did not run because their folder was another run's (a failure each)."""
+    killed) is listed with the command that continues the sweep, and the sweep exits non-zero too, as
+    does a job refused its folder (another run's), which said so in the sweep's refused.txt."""
+    from attnexp.config.files import FileRefused, read_text
     from attnexp.results.compare import CompareError, write_sweep_table
 
-    failures, unfinished, jobs = list(refused), [], sweep_jobs(root)
+    try:  # attnexp's jobs wrote it; read as a stranger's file all the same: bounded, printable characters only
+        refused = ["".join(c for c in line if c.isprintable()) for line in read_text(root / layout.REFUSED, 1 << 20).splitlines()]
+    except FileRefused:
+        refused = []
+    failures, unfinished, jobs = refused, [], sweep_jobs(root)
     for folder in jobs:
         try:
             s = summary.read(folder / summary.NAME)

@@ -11,6 +11,7 @@ wrote is recorded in its summary.json (attention_maps.written); this says where 
     <run>/test_reads.jsonl          each read of the run's test split (attnexp.results.test_reads)
     <run>/maps/viewer.html          the attention viewer; evolution_exK.gif, timeline.jsonl, timeline.png
     <sweep>/results.md, results.csv, results_groups.csv, optuna_results.json
+    <sweep>/refused.txt             a line for each job of the launch refused its folder (cli/train.py)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ TIMELINE = "timeline.jsonl"
 TIMELINE_PICTURE = "timeline.png"
 SWEEP_TABLE, SWEEP_CSV, SWEEP_GROUPS_CSV = "results.md", "results.csv", "results_groups.csv"
 STUDY_RESULTS = "optuna_results.json"
+REFUSED = "refused.txt"
 TEST_READS = "test_reads.jsonl"
 PREDICTIONS = "predictions.json"  # <eval folder>/: a classifier's prediction for each example of the split
 

@@ -130,5 +130,10 @@ class Plan:
         return int(n_jobs) if n_jobs else self.jobs
 
     @property
+    def hydra_subdir(self) -> str | None:
+        """The composed hydra.output_subdir (.hydra), where Hydra writes a job's config files."""
+        return OmegaConf.select(self.cfg, "hydra.output_subdir")
+
+    @property
     def cpus_given(self) -> bool:
         return OmegaConf.select(self.cfg, "hydra.launcher.cpus_per_task") is not None

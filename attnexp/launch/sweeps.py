@@ -30,10 +30,13 @@ def share(n_parallel: int | None) -> int:
 
 
 def job_overrides(plan) -> list[str]:
-    """The overrides a multirun adds for its jobs: folder names, and for jobs side by side on this
-    machine their CPU share as the launcher's cpus_per_task (unless the config sets one). `plan`:
+    """The overrides a multirun adds for its jobs: folder names, Hydra's .hydra/ files left to the job
+    (Hydra wrote them before the job could refuse a folder that holds another run), and for jobs side by
+    side on this machine their CPU share as the launcher's cpus_per_task (unless the config sets one). `plan`:
     attnexp.launch.plan.Plan, whose composed config says the launcher and how many jobs run at once."""
     extra = sweep_dirname_overrides(plan.overrides)
+    if plan.hydra_subdir is not None:  # written by the job itself once the folder is its own (cli/train.job)
+        extra.append("hydra.output_subdir=null")
     if plan.parallel and not plan.cpus_given:
         extra.append(f"hydra.launcher.cpus_per_task={share(plan.parallel)}")
     return extra
