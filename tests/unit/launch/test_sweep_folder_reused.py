@@ -80,3 +80,29 @@ def test_an_empty_folder_setting_is_one_line_not_the_working_folder_or_the_root(
     key = next(a for a in args if a.endswith("="))[:-1]
     assert err.count("\n") == 1 and f"{key} is empty" in err and f"{key}=DIR" in err, err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_planted_refused_txt_is_cleared_by_the_launch_and_read_as_a_strangers_file(tmp_path, monkeypatch, capsys):
+    """refused.txt (config/layout.REFUSED) is written by a sweep's jobs and read by its end; anyone who can
+    write the sweep folder can plant one. A launch clears it before its jobs run; read, it is bounded (1 MB),
+    never waited on (a pipe), and printed with printable characters only (no terminal escapes)."""
+    import os
+
+    from attnexp.cli.train import finish_sweep
+    from attnexp.config import layout
+
+    monkeypatch.chdir(tmp_path)
+    root = tmp_path / "sweep"
+    root.mkdir()
+    (root / layout.REFUSED).write_text("not run: planted\n")
+    assert main(["train", "-m", "seed=1", f"hydra.sweep.dir={root}", *SMALL]) == 0  # cleared: not this launch's
+    assert "planted" not in capsys.readouterr().err
+    (root / layout.REFUSED).write_text("not run: \x1b[2Jwiped\x07 screen\n")
+    assert finish_sweep(root) == 1
+    err = capsys.readouterr().err
+    assert "not run: [2Jwiped screen" in err and "\x1b" not in err and "\x07" not in err
+    (root / layout.REFUSED).write_bytes(b"x" * (2 << 20))
+    assert finish_sweep(root) == 0 and "xxxx" not in capsys.readouterr().err  # over the bound: not read
+    (root / layout.REFUSED).unlink()
+    os.mkfifo(root / layout.REFUSED)
+    assert finish_sweep(root) == 0  # a pipe is not opened for reading and waited on
