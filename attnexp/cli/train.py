@@ -222,6 +222,10 @@ def job(cfg, launch: Launch) -> float | None:
         if not sweep:
             print(f"attnexp: {e}", file=sys.stderr)
             raise SystemExit(EXIT[Status.CONFIG_ERROR]) from None
+        root = logging.getLogger()  # the log file Hydra gave the job is that run's: nothing of this job goes in it
+        for handler in [h for h in root.handlers if isinstance(h, logging.FileHandler) and Path(h.baseFilename).parent == out]:
+            root.removeHandler(handler)
+            handler.close()
         log.error("not run: %s", e)
         with open(Path(HydraConfig.get().sweep.dir) / layout.REFUSED, "a", encoding="utf-8") as f:
             f.write(f"not run: {' '.join(str(e).split())}\n")

@@ -22,13 +22,15 @@ def launch(tmp_path, *args: str) -> int:
 @pytest.mark.parametrize("launcher", [[], ["hydra/launcher=submitit_local"]], ids=["basic", "submitit_local"])
 def test_a_sweep_whose_jobs_are_refused_their_folders_fails_and_says_so(launcher, tmp_path, monkeypatch, capsys):
     """Each job is refused in the process that runs it (submitit's: another one), and the sweep's end
-    hears of it through the sweep folder; Hydra's .hydra/ files of the earlier runs are left as they were."""
+    hears of it through the sweep folder; the earlier runs' logs and Hydra's .hydra/ files of them are
+    left as they were (the refusal was appended to the run's train.log)."""
     if launcher:
         pytest.importorskip("submitit", reason="needs submitit (pip install -e '.[cluster]')")
     monkeypatch.chdir(tmp_path)
     sweep = ["train", "-m", "seed=1,2", f"hydra.sweep.dir={tmp_path / 'sweep'}", *launcher, *SMALL]
     assert main(sweep) == 0
-    kept = [*(tmp_path / "sweep").rglob("*.ckpt"), *(tmp_path / "sweep").glob("*/.hydra/*.yaml")]
+    kept = [*(tmp_path / "sweep").rglob("*.ckpt"), *(tmp_path / "sweep").glob("*/.hydra/*.yaml"),
+            *(tmp_path / "sweep").glob("*/*.log")]
     before = {p: p.read_bytes() for p in kept}
     capsys.readouterr()
     assert main(sweep) == 1  # the same command again, without resume=auto: nothing of the first is touched
@@ -61,7 +63,7 @@ def test_a_trial_folder_holding_another_trials_run_is_not_its_result(tmp_path, m
     monkeypatch.chdir(tmp_path)
     assert launch(tmp_path, "hydra.sweeper.storage=null", "hydra.sweeper.n_trials=1", "hydra.sweeper.seed=1") == 0
     trial0 = tmp_path / "sweep" / "trial0"
-    before = {p: p.read_bytes() for p in [trial0 / "summary.json", *(trial0 / ".hydra").iterdir()]}
+    before = {p: p.read_bytes() for p in [trial0 / "summary.json", trial0 / "train.log", *(trial0 / ".hydra").iterdir()]}
     assert launch(tmp_path, "hydra.sweeper.storage=null", "hydra.sweeper.n_trials=1", "hydra.sweeper.seed=2",
                   "resume=auto") != 0
     assert "holds a run made with other settings" in capsys.readouterr().err
