@@ -12,12 +12,12 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attnexp.cli.exits import EXIT, SWEEP_FAILED, config_error, disk_is_full, exit_code, one_line_failure, stopped_at_start
-from attnexp.config import layout
+from attnexp.cli.exits import EXIT, config_error, disk_is_full, exit_code, one_line_failure, stopped_at_start
+from attnexp.cli.sweep_end import finish_sweep, forget_refusals, nothing_ran, say_refused
 from attnexp.config.checks import unwritable
 from attnexp.launch.compose import register_resolvers
 from attnexp.results import summary
-from attnexp.results.summary import FAILURES, Status
+from attnexp.results.summary import Status
 
 log = logging.getLogger("attnexp")
 register_resolvers()  # a job run in another process (submitit) resolves its folder name with them
@@ -65,8 +65,8 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
         from attnexp.launch.sweeps import adapt_submitit
 
         adapt_submitit()
-    if sweep_root:  # its jobs say here which were refused their folder: an earlier launch's lines are not this one's
-        (sweep_root / layout.REFUSED).unlink(missing_ok=True)
+    if sweep_root:
+        forget_refusals(sweep_root)  # an earlier launch's are not this one's
     start_hydra(Launch(plan.again, multirun, started, plan.hydra_subdir if multirun else None), plan.mode)
     if sweep_root and nothing_ran(sweep_root):
         return 0  # an Optuna study that already had its trials: said so, with its best; no sweep folder
@@ -122,25 +122,6 @@ def check_before_hydra(plan) -> int | None:
         print(f"attnexp: {problem}", file=sys.stderr)
         return EXIT[Status.CONFIG_ERROR]
     return None
-
-
-def nothing_ran(root: Path) -> bool:
-    """Whether the sweep was an Optuna launch that found its study finished (and ran no job): its
-    folder, if anything made one, is removed while it holds no job, so `compare` never picks it."""
-    from attnexp.config.files import FileRefused, read_json
-    from hydra_plugins.attnexp_optuna_sweeper.sweeper import RESULTS
-
-    try:  # what the sweeper wrote into the sweep folder
-        said = read_json(root / RESULTS, 1 << 20)
-    except FileRefused:
-        return False
-    if not (isinstance(said, dict) and said.get("nothing_ran") is True) or sweep_jobs(root):
-        return False
-    if root.is_dir() and not any(p for p in root.rglob("*") if p.is_file() and p.name not in ("multirun.yaml", RESULTS)):
-        import shutil
-
-        shutil.rmtree(root, ignore_errors=True)
-    return True
 
 
 def folder_owned(plan) -> str | None:
@@ -199,8 +180,8 @@ def start_hydra(launch: Launch, mode) -> None:
 
 def job(cfg, launch: Launch) -> float | None:
     """One run (one job of a sweep): what Hydra's sweeper gets back is the run's best monitored
-    value (Optuna's objective), or None. A sweep's job refused its folder says so in the sweep's
-    refused.txt, which the sweep's end reads (the job may run in another process: submitit)."""
+    value (Optuna's objective), or None. A sweep's job refused its folder says so where the sweep's end
+    reads it (cli/sweep_end.py: the job may run in another process, submitit's)."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
@@ -222,13 +203,7 @@ def job(cfg, launch: Launch) -> float | None:
         if not sweep:
             print(f"attnexp: {e}", file=sys.stderr)
             raise SystemExit(EXIT[Status.CONFIG_ERROR]) from None
-        root = logging.getLogger()  # the log file Hydra gave the job is that run's: nothing of this job goes in it
-        for handler in [h for h in root.handlers if isinstance(h, logging.FileHandler) and Path(h.baseFilename).parent == out]:
-            root.removeHandler(handler)
-            handler.close()
-        log.error("not run: %s", e)
-        with open(Path(HydraConfig.get().sweep.dir) / layout.REFUSED, "a", encoding="utf-8") as f:
-            f.write(f"not run: {' '.join(str(e).split())}\n")
+        say_refused(out, Path(HydraConfig.get().sweep.dir), e)
         return None
 
 
@@ -356,56 +331,3 @@ def hydra_quote(value: str) -> str:
 def sweep_value(result: dict) -> float | None:
     """What a Hydra sweeper (Optuna) optimizes: the best monitored value of the run."""
     return summary.objective(result, (result["metrics"].get("best") or {}).get("monitor"))
-
-
-def sweep_jobs(root: Path) -> list[Path]:
-    """The job folders of a sweep, however deep (an override value with a '/' nests them)."""
-    return sorted(p.parent for p in root.rglob(".hydra") if p.is_dir() and p.parent != root)
-
-
-def finish_sweep(root: Path, again: list[str] = ()) -> int:
-    """The sweep's table (results.md, .csv) and its failures, read from the jobs' summary.json
-    files: the jobs may have run in other processes (submitit). A job folder without a usable
-    summary (its process died before writing one) counts as failed, and so does a sweep with no job.
-    A job that did not finish (interrupted: e.g. a SLURM job requeued max_num_timeout times; or
-    killed) is listed with the command that continues the sweep, and the sweep exits non-zero too, as
-    does a job refused its folder (another run's), which said so in the sweep's refused.txt."""
-    from attnexp.config.files import FileRefused, read_text
-    from attnexp.results.compare import CompareError, write_sweep_table
-
-    try:  # attnexp's jobs wrote it; read as a stranger's file all the same: bounded, printable characters only
-        refused = ["".join(c for c in line if c.isprintable()) for line in read_text(root / layout.REFUSED, 1 << 20).splitlines()]
-    except FileRefused:
-        refused = []
-    failures, unfinished, jobs = refused, [], sweep_jobs(root)
-    for folder in jobs:
-        try:
-            s = summary.read(folder / summary.NAME)
-        except summary.SummaryError as e:
-            failures.append(f"{folder.relative_to(root)}: summary.json: {e} (its process died?)")
-            continue
-        if s["status"] in FAILURES:
-            failures.append(f"{folder.relative_to(root)}: {s['status']}: {s.get('error') or ''}")
-        elif s["status"] in (Status.INTERRUPTED, Status.RUNNING):
-            unfinished.append(f"{folder.relative_to(root)}: {s['status']}: {s.get('error') or 'its process was killed'}")
-    if not jobs:
-        failures.append(f"{root}: no job folder (no .hydra/ below it)")
-    try:
-        table = write_sweep_table(root)
-        print(f"attnexp: the sweep's runs side by side: {table}; a report: python -m attnexp compare "
-              f"{shlex.quote(str(root))} report={shlex.quote(str(root))}/report.html", flush=True)
-    except CompareError:
-        pass
-    if failures:
-        print(f"attnexp: {len(failures)} run(s) of the sweep failed (see their summary.json):", file=sys.stderr)
-        for f in failures:
-            print(f"  {f}", file=sys.stderr)
-    if unfinished:
-        again = [o for o in again if not o.startswith(("resume=", "hydra.sweep.dir="))]
-        cmd = " ".join(["python -m attnexp train -m", *map(shlex.quote, again), f"hydra.sweep.dir={shlex.quote(str(root))}",
-                        "resume=auto"])
-        print(f"attnexp: {len(unfinished)} run(s) of the sweep did not finish:", file=sys.stderr)
-        for f in unfinished:
-            print(f"  {f}", file=sys.stderr)
-        print(f"attnexp: continue them (finished runs are not trained again) with: {cmd}", file=sys.stderr)
-    return SWEEP_FAILED if failures or unfinished else 0

@@ -11,7 +11,7 @@ wrote is recorded in its summary.json (attention_maps.written); this says where 
     <run>/test_reads.jsonl          each read of the run's test split (attnexp.results.test_reads)
     <run>/maps/viewer.html          the attention viewer; evolution_exK.gif, timeline.jsonl, timeline.png
     <sweep>/results.md, results.csv, results_groups.csv, optuna_results.json
-    <sweep>/refused.txt             a line for each job of the launch refused its folder (cli/train.py)
+    <sweep>/refused.txt             a line for each job of the launch refused its folder (cli/sweep_end.py)
 """
 
 from __future__ import annotations

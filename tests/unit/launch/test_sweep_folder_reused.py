@@ -90,7 +90,7 @@ def test_a_planted_refused_txt_is_cleared_by_the_launch_and_read_as_a_strangers_
     never waited on (a pipe), and printed with printable characters only (no terminal escapes)."""
     import os
 
-    from attnexp.cli.train import finish_sweep
+    from attnexp.cli.sweep_end import finish_sweep
     from attnexp.config import layout
 
     monkeypatch.chdir(tmp_path)
