@@ -197,7 +197,7 @@ def job(cfg, launch: Launch) -> float | None:
     try:
         with owned(out, cfg.get("resume"), job_context() if sweep else None):  # one run a folder, one folder a run
             if launch.hydra_subdir:  # Hydra's files of the job, written only into a folder that is the job's
-                save_job_files(cfg, out / launch.hydra_subdir)
+                save_job_files(cfg, out, launch.hydra_subdir)
             return run_job(cfg, out, sweep, launch.again, launch.multirun, started)
     except FolderTaken as e:
         if not sweep:

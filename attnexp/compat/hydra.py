@@ -64,10 +64,10 @@ def run(task_function, argv: list[str], mode, conf_dir: str) -> None:
         GlobalHydra.instance().clear()
 
 
-def save_job_files(task_cfg, folder) -> None:
+def save_job_files(task_cfg, out, subdir: str) -> None:
     """What Hydra's run_job writes into a job's output_subdir (hydra.core.utils.run_job: config.yaml,
-    hydra.yaml, overrides.yaml), written by the job once its folder is its own: a sweep's jobs run with
-    hydra.output_subdir=null, so that Hydra no longer overwrites the files of a run the job then refuses."""
+    hydra.yaml, overrides.yaml), written by the job once its folder `out` is its own: a sweep's jobs run
+    with hydra.output_subdir=null, so that Hydra no longer overwrites the files of a run the job then refuses."""
     import copy
     from pathlib import Path
 
@@ -76,7 +76,8 @@ def save_job_files(task_cfg, folder) -> None:
 
     hc = copy.deepcopy(HydraConfig.instance().cfg)
     with read_write(hc), read_write(hc.hydra):
-        hc.hydra.output_subdir = Path(folder).name  # as Hydra would have had it
-    Path(folder).mkdir(parents=True, exist_ok=True)
+        hc.hydra.output_subdir = subdir  # as Hydra would have had it
+    folder = Path(out) / subdir
+    folder.mkdir(parents=True, exist_ok=True)
     for name, node in (("config.yaml", task_cfg), ("hydra.yaml", hc), ("overrides.yaml", hc.hydra.overrides.task)):
-        (Path(folder) / name).write_text(OmegaConf.to_yaml(node), encoding="utf-8")
+        (folder / name).write_text(OmegaConf.to_yaml(node), encoding="utf-8")
