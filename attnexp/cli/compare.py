@@ -124,4 +124,4 @@ def output_problem(key: str, value: str) -> str | None:
 
     if not value.strip() or Path(value).is_dir():
         return f"{key}={value}: give the file to write, e.g. {key}=runs.{'html' if key == 'report' else key}"
-    return unwritable(Path(value).parent, f"{key}=PATH", f"the {key}= file into")
+    return unwritable(Path(value).parent, key, f"the {key}= file into", fix=f"{key}=PATH")

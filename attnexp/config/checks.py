@@ -57,11 +57,11 @@ def from_dict(cls, raw: Any, where: str):
     return cls(**values)
 
 
-def unwritable(folder: Path, key: str, what: str = "the run folder") -> str | None:
+def unwritable(folder: Path, key: str, what: str = "the run folder", fix: str | None = None) -> str | None:
     """One line when `folder` cannot be made or written (a file in its way, a read-only disk, no
     permission), said before any work and before a mkdir fails with a traceback; else None. `key`: the
-    setting that names it (the fix said is KEY=DIR), or the fix itself where it holds '='."""
-    fix = key if "=" in key else f"{key}=DIR"
+    setting that names it; `fix`: what the line tells the user to give (default KEY=DIR)."""
+    fix = fix or f"{key}=DIR"
     existing = Path(folder).absolute()
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent

@@ -72,7 +72,9 @@ class Plan:
             self.cfg["_attnexp_folder_"] = prefix
             try:
                 value = str(self.cfg["_attnexp_folder_"])
-                named = value if not now else str(OmegaConf.select(self.cfg, key) if key != f"hydra.{which}.dir" else ".")
+                named = value  # what an unset variable would leave empty: the folder named whole,
+                if now:  # or the paths key a dated folder starts from (a prefix of one's own is left to it)
+                    named = str(OmegaConf.select(self.cfg, key)) if key == paths_key else "."
             except Exception as e:  # noqa: BLE001 - an interpolation that does not resolve (omegaconf's errors)
                 raise ConfigError(f"{key}: {' '.join(str(e).split())}") from None
             finally:

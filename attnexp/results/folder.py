@@ -98,10 +98,10 @@ def other_settings(folder: Path, resume: str | None, job) -> str | None:
     except summary.SummaryError:
         return None
     keys = set(job.swept) - {"resume"}  # how a run starts, not what it is (a retried trial is given resume=auto)
-    swept = [sorted(o for o in overrides if split_override(o)[0] in keys) for overrides in (theirs, job.overrides)]
-    if swept[0] == swept[1]:
+    theirs, mine = (sorted(o for o in overrides if split_override(o)[0] in keys) for overrides in (theirs, job.overrides))
+    if theirs == mine:
         return None
-    return (f"{folder} holds a run made with other settings ({' '.join(swept[0])}), not this job's; give this sweep a "
+    return (f"{folder} holds a run made with other settings ({' '.join(theirs)}), not this job's; give this sweep a "
             f"folder of its own with hydra.sweep.dir=DIR (nothing was changed there)")
 
 
