@@ -18,6 +18,15 @@ def options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
 
 
+def strict_json(path: Path) -> dict:
+    """A summary.json as strict JSON (NaN or Infinity in it fail)."""
+    import json
+
+    def refuse(c):
+        raise ValueError(f"{path} holds {c}: not strict JSON")
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
 def run_of(overrides: list[str], out_dir="unused"):
     """The validated Run that `attnexp train OVERRIDES` would train into `out_dir`."""
     return load_run(compose(overrides, out_dir))
