@@ -1,5 +1,6 @@
 """What the scripts share: where results go, one writer of a result file (`{meta, results}` JSON
-beside a markdown table) and one markdown table, and one headless-Chromium screenshot. A script in
+beside a markdown table) and one markdown table, a scratch folder for a script's runs, and one
+headless-Chromium screenshot. A script in
 scripts/bench/, scripts/studies/ or scripts/gpu/ imports it after `sys.path.insert(0, SCRIPTS)`."""
 
 from __future__ import annotations
@@ -8,7 +9,8 @@ import json
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -105,6 +107,19 @@ def write_results(out: Path | str, stem: str, meta: dict, results: list[dict], t
                                                  if "test_reads" in meta["made"] else {})}}
     (out / f"{stem}.md").write_text(f"# {title}\n\n{json.dumps(shown)}\n\n" + (f"{note}\n\n" if note else "") + f"{table}\n")
     return table
+
+
+@contextmanager
+def scratch(prefix: str, given: str | Path | None = None) -> Iterator[Path]:
+    """A folder for a script's own runs: `given` where the caller named one (left in place), else a
+    temporary one, removed however the script ends. The runs a study trains to read its figures are
+    not its output; left behind, every CI call of the GPU suite's smoke kept 1.8 GB of fine-tune
+    checkpoints in /tmp until the disk was full."""
+    if given:
+        yield Path(given)
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix, ignore_cleanup_errors=True) as folder:
+        yield Path(folder)
 
 
 def chromium(args: list[str], size: str, wait_ms: int, text: bool = False) -> subprocess.CompletedProcess:

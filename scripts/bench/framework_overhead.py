@@ -53,7 +53,7 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
-from common import markdown_table, provenance  # noqa: E402
+from common import markdown_table, provenance, scratch  # noqa: E402
 
 ARMS = {"plain": [], "bare": [], "lean": ["maps.enabled=false", "logger=none", "trainer.enable_progress_bar=false"],
         "default": [],
@@ -333,9 +333,9 @@ def run_arm(args) -> None:
         from step_profile import StepProfiler
 
         PROFILER = StepProfiler(Path(args.profile_out))
-    out_dir = Path(tempfile.mkdtemp(prefix=f"overhead-{args.arm}-"))
     fn = {"plain": run_plain, "bare": run_bare, "nanogpt": run_nanogpt}.get(args.arm, run_attnexp)
-    result = fn([*ARMS[args.arm], *args.overrides], out_dir)
+    with scratch(f"overhead-{args.arm}-") as out_dir:
+        result = fn([*ARMS[args.arm], *args.overrides], out_dir)
     if PROFILER is not None:
         PROFILER.close()
     Path(args.result).write_text(json.dumps(result))

@@ -54,11 +54,11 @@ KEYS = ("train_time_s", "wall_time_s")
 
 
 def run(overrides: list[str], extra: list[str]) -> dict:
-    out = Path(tempfile.mkdtemp(prefix="maps-overhead-"))
-    cmd = [sys.executable, "-m", "attnexp", "train", f"hydra.run.dir={out}", "trainer.enable_progress_bar=false",
-           *overrides, *extra]
-    subprocess.run(cmd, cwd=REPO, check=True, capture_output=True)
-    return json.loads((out / "summary.json").read_text())
+    with tempfile.TemporaryDirectory(prefix="maps-overhead-") as out:
+        cmd = [sys.executable, "-m", "attnexp", "train", f"hydra.run.dir={out}", "trainer.enable_progress_bar=false",
+               *overrides, *extra]
+        subprocess.run(cmd, cwd=REPO, check=True, capture_output=True)
+        return json.loads((Path(out) / "summary.json").read_text())
 
 
 PARTS = {  # what is timed: (module, attribute) -> label
@@ -110,9 +110,9 @@ def timed(task_overrides: list[str], extra: list[str]) -> dict:
         setattr(owner, name, wrapper)
         undo.append((owner, name, f))
     try:
-        out = Path(tempfile.mkdtemp(prefix="maps-parts-"))
-        s = train(load_run(compose(["trainer.enable_progress_bar=false", "logger=none", "maps.importance=true",
-                                    *task_overrides, *extra], out)))
+        with tempfile.TemporaryDirectory(prefix="maps-parts-") as out:
+            s = train(load_run(compose(["trainer.enable_progress_bar=false", "logger=none", "maps.importance=true",
+                                        *task_overrides, *extra], Path(out))))
     finally:
         for owner, name, f in undo:
             setattr(owner, name, f)

@@ -39,11 +39,15 @@ suite.json + suite.md with the device, torch and CUDA versions, the date, and ea
 from __future__ import annotations
 
 import argparse
+import contextlib
+import getpass
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
@@ -78,19 +82,37 @@ PRETRAINED = REPO.parent / "shared" / "models" / "all-MiniLM-L6-v2"
 
 
 def run(name: str, cmd: list[str], timeout: float, log: Path) -> dict:
+    """One part's command within its limit. It runs in a session of its own with a temporary folder of
+    its own (TMPDIR): at the limit the whole session is killed (a part's training processes too, which
+    would hold the GPU under the next part), and whatever it left in that folder is named (`left_behind`:
+    a script that ended should have left nothing) and removed. torch.compile's cache stays shared."""
     t0 = time.perf_counter()
     print(f"== {name}: {' '.join(cmd)}", flush=True)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONWARNINGS": "ignore"}
-    try:
-        r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
-        status, out = ("ok" if r.returncode == 0 else f"exit {r.returncode}"), r.stdout + r.stderr
-    except subprocess.TimeoutExpired as e:
-        status = f"timed out after {timeout:.0f} s"
-        out = (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(errors="replace")
+    inductor = Path(tempfile.gettempdir()) / f"torchinductor_{getpass.getuser()}"  # its default place, before TMPDIR moves
+    with tempfile.TemporaryDirectory(prefix="suite-part-", ignore_cleanup_errors=True) as tmp:
+        env = {"TORCHINDUCTOR_CACHE_DIR": str(inductor), **os.environ, "PYTHONUNBUFFERED": "1", "PYTHONWARNINGS": "ignore",
+               "TMPDIR": tmp}
+        p = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True)
+        try:
+            out, _ = p.communicate(timeout=timeout)
+            status = "ok" if p.returncode == 0 else f"exit {p.returncode}"
+        except subprocess.TimeoutExpired:
+            status = f"timed out after {timeout:.0f} s"
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)  # what the part started and left running, too
+        if status.startswith("timed out"):
+            try:
+                out, _ = p.communicate(timeout=30)
+            except subprocess.TimeoutExpired:  # a process that left the session holds its output
+                out = ""
+        left = sorted(p.name for p in Path(tmp).iterdir())
     log.write_text(out)
     tail = "\n".join(out.strip().splitlines()[-25:])
     print(f"{tail}\n== {name}: {status} in {time.perf_counter() - t0:.0f} s\n", flush=True)
-    return {"status": status, "seconds": round(time.perf_counter() - t0, 1), "log": log.name, "tail": tail[-3000:]}
+    return {"status": status, "seconds": round(time.perf_counter() - t0, 1), "log": log.name, "tail": tail[-3000:],
+            "left_behind": left}
 
 
 def arguments() -> tuple[argparse.Namespace, list[str], Path]:
@@ -220,6 +242,8 @@ def main() -> None:
     args, parts, pretrained = arguments()
     if args.merge:
         return merge(args.merge, Path(args.out).resolve())
+    # stopped from outside (call.sh's limit): the part running now is killed with everything it started (run's finally)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cuda = torch.cuda.is_available()
     out = Path(args.out or default_out(args.smoke)).resolve()
     out.mkdir(parents=True, exist_ok=True)

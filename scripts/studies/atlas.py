@@ -33,7 +33,6 @@ import json
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -43,7 +42,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
-from common import RESULTS, markdown_table, provenance  # noqa: E402
+from common import RESULTS, markdown_table, provenance, scratch  # noqa: E402
 
 TASKS = ("copy", "reverse", "sort", "recall", "induction", "toy_agreement")
 QUIET = ["logger=none", "trainer.enable_progress_bar=false", "maps.animation=false", "maps.images_to_logger=false",
@@ -260,7 +259,7 @@ def main() -> None:
     ap.add_argument("--tasks", default=",".join(TASKS))
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=4, help="trainer.max_epochs of every run")
-    ap.add_argument("--runs", help="where the sweeps go (default: a new temporary folder)")
+    ap.add_argument("--runs", help="where the sweeps go, kept (default: a temporary folder, removed at the end)")
     ap.add_argument("--tag", default="")
     ap.add_argument("--reuse", action="store_true", help="read the finished sweeps under --runs instead of training")
     ap.add_argument("--docs", action="store_true", help="print docs/results.md's atlas tables from the result files")
@@ -270,18 +269,17 @@ def main() -> None:
         return print("\n\n".join(docs_tables().values()))
     variants, tasks = args.variants.split(","), args.tasks.split(",")
     extra = list(args.overrides)
-    root = Path(args.runs or tempfile.mkdtemp(prefix="atlas-"))
-    print(f"atlas: {len(variants)} variants x {len(tasks)} tasks x {args.seeds} seeds, {args.epochs} epochs each; "
-          f"runs in {root}", flush=True)
-
     table, per_run, walls = {}, {}, {}
-    for task in tasks:
-        walls[task] = 0.0 if args.reuse else round(sweep(task, variants, args.seeds, args.epochs, root, extra), 1)
-        rows = [run_row(p.parent) for p in sorted((root / task).glob("*/summary.json"))]
-        per_run[task] = rows
-        table[task] = {v: aggregate([r for r in rows if r["variant"] == v]) for v in variants
-                       if any(r["variant"] == v for r in rows)}
-        print(f"{task}: {len(rows)} runs in {walls[task]:.0f} s", flush=True)
+    with scratch("atlas-", args.runs) as root:
+        print(f"atlas: {len(variants)} variants x {len(tasks)} tasks x {args.seeds} seeds, {args.epochs} epochs each; "
+              f"runs in {root}", flush=True)
+        for task in tasks:
+            walls[task] = 0.0 if args.reuse else round(sweep(task, variants, args.seeds, args.epochs, root, extra), 1)
+            rows = [run_row(p.parent) for p in sorted((root / task).glob("*/summary.json"))]
+            per_run[task] = rows
+            table[task] = {v: aggregate([r for r in rows if r["variant"] == v]) for v in variants
+                           if any(r["variant"] == v for r in rows)}
+            print(f"{task}: {len(rows)} runs in {walls[task]:.0f} s", flush=True)
 
     import torch
 
@@ -293,7 +291,8 @@ def main() -> None:
     if "recall" in per_run:
         recall_figure(per_run["recall"], variants, RESULTS / "images" / f"atlas_recall{args.tag}.png")
     meta = {"device": device, "torch": torch.__version__, "seeds": args.seeds, "epochs": args.epochs,
-            "overrides": args.overrides, "wall_s": walls, "total_wall_s": round(sum(walls.values()), 1), "runs_dir": str(root)}
+            "overrides": args.overrides, "wall_s": walls, "total_wall_s": round(sum(walls.values()), 1),
+            "runs_dir": args.runs}  # None: the runs were in a temporary folder, removed
     record = {**meta, "table": table, "runs": per_run, "made": provenance()}
     (RESULTS / f"atlas_{device}{args.tag}.json").write_text(json.dumps(record, indent=1) + "\n")
     took = "finished runs read again" if args.reuse else f"{meta['total_wall_s'] / 60:.0f} minutes"

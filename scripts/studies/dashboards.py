@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shlex
 import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -84,8 +84,8 @@ def optuna_dashboard(storage: str):
 
 
 @contextmanager
-def server(cmd: list[str], url: str, ready_path: str):
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+def server(cmd: list[str], url: str, ready_path: str, env: dict | None = None):
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     try:
         for _ in range(120):
             if proc.poll() is not None:
@@ -176,6 +176,7 @@ SWEEP = ["hparams_search=optuna", "hydra.sweeper.n_trials=3", "trainer.max_epoch
 
 def optuna_study(folder: Path) -> str:
     """A 3-trial Optuna sweep of the default run into a SQLite study: its storage URL."""
+    folder.mkdir(parents=True, exist_ok=True)
     storage = f"sqlite:///{folder / 'study.db'}"
     subprocess.run([sys.executable, "-m", "attnexp", "train", "-m", *SWEEP, f"hydra.sweeper.storage={storage}",
                     f"hydra.sweep.dir={folder / 'sweep'}"], cwd=REPO, check=True)
@@ -207,26 +208,32 @@ def main() -> None:
     ap.add_argument("--out", default=str(REPO / "scripts" / "results" / "images"), help="where the screenshots go")
     ap.add_argument("--parts", default="tensorboard,optuna", help="comma list of: tensorboard, optuna, mlflow")
     ap.add_argument("--storage", help="optuna: show this study's storage (as hydra.sweeper.storage) instead of making one")
+    ap.add_argument("--runs-in", default=None, metavar="DIR", help="train the runs, the study and the MLflow store in "
+                    "DIR and keep them (default: a temporary folder, removed at the end)")
     args = ap.parse_args()
+    sys.path.insert(0, str(REPO / "scripts"))
+    from common import scratch
+
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     parts = args.parts.split(",")
-    if "optuna" in parts:
-        opt_dashboard(out, args.storage)
-    if "tensorboard" in parts:
-        tensorboard_part(args, out)
-    if "mlflow" in parts:
-        mlflow_part(out)
+    with scratch("attnexp-dash-", args.runs_in) as runs:
+        if "optuna" in parts:
+            opt_dashboard(out, runs, args.storage)
+        if "tensorboard" in parts:
+            tensorboard_part(args, out, runs)
+        if "mlflow" in parts:
+            mlflow_part(out, runs)
 
 
-def opt_dashboard(out: Path, storage: str | None = None) -> None:
+def opt_dashboard(out: Path, runs: Path, storage: str | None = None) -> None:
     """optuna-dashboard over a study made here (3 trials) or over `storage`'s: every finished trial
     shown with its value and its run folder; the password of a server's URL is never printed."""
     from attnexp.config.study import JOURNAL, StudyStorage
     from hydra_plugins.attnexp_optuna_sweeper.storage import dashboard_command
 
     made = storage is None
-    storage = storage or optuna_study(Path(tempfile.mkdtemp(prefix="attnexp-optuna-")))
+    storage = storage or optuna_study(runs / "optuna")
     with optuna_dashboard(storage[len(JOURNAL):] if storage.startswith(JOURNAL) else storage) as url:
         found = check_optuna(url)
         screenshot(f"{url}/dashboard/studies/{found['study_id']}", out / "optuna_dashboard.png")
@@ -242,8 +249,8 @@ def opt_dashboard(out: Path, storage: str | None = None) -> None:
         raise SystemExit("dashboards.py: optuna-dashboard does not show " + "; ".join(bad))
 
 
-def tensorboard_part(args, out: Path) -> None:
-    run = Path(args.run) if args.run else train_run(Path(tempfile.mkdtemp(prefix="attnexp-dash-")) / "run")
+def tensorboard_part(args, out: Path, runs: Path) -> None:
+    run = Path(args.run) if args.run else train_run(runs / "run")
     with tensorboard(run) as url:
         found = check(url)
         for tab, fragment in TABS.items():
@@ -262,7 +269,7 @@ def mlflow_server(folder: Path):
     port = free_port()
     with server([tool("mlflow"), "server", f"--backend-store-uri=sqlite:///{folder / 'mlflow.db'}",
                  f"--artifacts-destination={folder / 'artifacts'}", "--host=127.0.0.1", f"--port={port}", "--workers=1"],
-                f"http://127.0.0.1:{port}", "/health") as url:
+                f"http://127.0.0.1:{port}", "/health", {**os.environ, "TMPDIR": str(folder)}) as url:  # its db_init_lock-*
         yield url
 
 
@@ -304,8 +311,9 @@ def experiment_page(url: str, experiment_id: str, png: Path) -> dict:
             "genai_view": "No data available" in dom or ">Traces<" in dom and MLFLOW_RUN not in dom}
 
 
-def mlflow_part(out: Path) -> None:
-    folder = Path(tempfile.mkdtemp(prefix="attnexp-mlflow-"))
+def mlflow_part(out: Path, runs: Path) -> None:
+    folder = runs / "mlflow"
+    folder.mkdir(parents=True, exist_ok=True)
     with mlflow_server(folder) as url:
         subprocess.run([sys.executable, "-m", "attnexp", "train", *RUN, "logger=mlflow", f"logger.mlflow.tracking_uri={url}",
                         f"hydra.run.dir={folder / MLFLOW_RUN}", "tags=[dashboards]"], cwd=REPO, check=True)

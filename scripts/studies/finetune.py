@@ -21,7 +21,6 @@ import argparse
 import json
 import re
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -34,7 +33,7 @@ from attnexp.maps import snapshot
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
-from common import RESULTS, markdown_table, own_data, provenance  # noqa: E402
+from common import RESULTS, markdown_table, own_data, provenance, scratch  # noqa: E402
 
 SETTINGS = {"raw": [], "clean": ["data.remove=[headers,footers,quotes]"]}
 RUNS = {"finetune": [], "frozen": ["optim.freeze_encoder=true", "optim.lr=3e-3", "optim.warmup_steps=20"]}
@@ -125,7 +124,12 @@ def choose_on_validation(args, out: Path) -> dict:
     result = {"device": device, "torch": torch.__version__, "rule": "highest best-epoch val/acc on raw posts; "
               "earlier in GRID on a tie; test read once for the chosen setting, raw and cleaned",
               "grid": GRID, "base": GRID_BASE, "candidates": [], "reference": reference()}
-    out_root = Path(tempfile.mkdtemp(prefix="bench-choice-"))
+    with scratch("bench-choice-", args.runs_in) as out_root:
+        return choose_in(args, out, result, out_root)
+
+
+def choose_in(args, out: Path, result: dict, out_root: Path) -> dict:
+    """choose_on_validation with its runs in `out_root`."""
     stem = out / f"finetune_choice_{'gpu' if torch.cuda.is_available() else 'cpu'}{'_smoke' if args.smoke else ''}"
 
     def save() -> None:
@@ -304,6 +308,8 @@ def main() -> None:
     ap.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "20newsgroups"))
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script, measures nothing")
     ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--runs-in", default=None, metavar="DIR", help="train the runs in DIR and keep them "
+                    "(default: a temporary folder, removed at the end)")
     ap.add_argument("--keep", nargs="*", default=[], type=Path,
                     help="finished run folders of this script (<run>-<setting>) to report beside the new runs")
     ap.add_argument("--retable", type=Path, default=None, metavar="JSON",
@@ -325,7 +331,12 @@ def main() -> None:
         args.retable.write_text(json.dumps(saved, indent=1) + "\n")
         args.retable.with_suffix(".md").write_text(markdown(saved["rows"], args.retable.stem.rsplit("_", 1)[-1], args))
         return
-    out_root = Path(tempfile.mkdtemp(prefix="bench-finetune-"))
+    with scratch("bench-finetune-", args.runs_in) as out_root:
+        compared(args, out_root)
+
+
+def compared(args, out_root: Path) -> None:
+    """Each of --runs fine-tuned (or frozen) in `out_root`, beside --keep's: the table and the figure."""
     runs = [r for r in args.runs.split(",") if r]
     rows = [one(name, setting, args, out_root) for setting in args.settings.split(",") for name in runs]
     rows += [kept(d) for d in args.keep]

@@ -32,7 +32,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -42,7 +41,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
-from common import RESULTS, write_results  # noqa: E402
+from common import RESULTS, scratch, write_results  # noqa: E402
 
 from attnexp.heads import changes as ch  # noqa: E402
 from attnexp.heads import timeline as tl  # noqa: E402
@@ -190,14 +189,14 @@ def main() -> None:
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    out, root = Path(args.out or RESULTS), Path(tempfile.mkdtemp(prefix="induction-"))
-    meta = {"device": device, "torch": torch.__version__, "steps": args.steps, "seeds": list(SEEDS),
-            "preset": "experiment=induction_heads", "smoke": args.smoke}
-    if "main" in args.parts.split(","):
-        part_main(args, root, out, meta)
-    if "variants" in args.parts.split(","):
-        part_variants(args, root, out, meta)
-    shutil.rmtree(root, ignore_errors=True)
+    out = Path(args.out or RESULTS)
+    with scratch("induction-") as root:
+        meta = {"device": device, "torch": torch.__version__, "steps": args.steps, "seeds": list(SEEDS),
+                "preset": "experiment=induction_heads", "smoke": args.smoke}
+        if "main" in args.parts.split(","):
+            part_main(args, root, out, meta)
+        if "variants" in args.parts.split(","):
+            part_variants(args, root, out, meta)
 
 
 if __name__ == "__main__":

@@ -26,14 +26,13 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 sys.path.insert(0, str(REPO / "scripts" / "studies"))
 
-from common import RESULTS, write_results  # noqa: E402
+from common import RESULTS, scratch, write_results  # noqa: E402
 from induction_formation import SEEDS, row, run_all  # noqa: E402
 
 PRESETS = {  # arm: (preset, steps, the overrides that set its length, the in-context fall that counts)
@@ -117,42 +116,43 @@ def main() -> None:
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    out, root = Path(args.out or RESULTS), Path(tempfile.mkdtemp(prefix="llc-stages-"))
-    rows, variants = [], [v for v in args.variants.split(",") if v]
-    llc_on = ["maps.llc=true", *(["maps.llc_draws=5", "maps.llc_readings=4"] if args.smoke else [])]
-    for arm in variants or args.arms.split(","):  # the long text runs first: two at a time, the short ones after
-        kind = "synthetic" if variants else arm  # a variant runs the synthetic arm
-        preset, steps, size, least = PRESETS[kind]
-        size = SMOKE[kind] if args.smoke else size
-        jobs = [(arm, [*llc_on, *([f"attention={arm}"] if variants else [])], seed) for seed in SEEDS]
-        done = run_all(jobs, root, steps, args.smoke, args.workers, preset=preset, size=size)
-        rows += [llc_row(run, arm, seed, least) for (_, _, seed), run in done]
-        if variants:
-            continue
-        images = out / "images"  # seed 0's timeline, its LLC panel included
-        images.mkdir(parents=True, exist_ok=True)
-        shutil.copy(done[0][1]["dir"] / "maps" / "timeline.png",
-                    images / f"llc_{arm}_timeline{'_smoke' if args.smoke else ''}.png")
-    from attnexp.config import MapsConfig
-    from attnexp.heads import llc
+    out = Path(args.out or RESULTS)
+    with scratch("llc-stages-") as root:
+        rows, variants = [], [v for v in args.variants.split(",") if v]
+        llc_on = ["maps.llc=true", *(["maps.llc_draws=5", "maps.llc_readings=4"] if args.smoke else [])]
+        for arm in variants or args.arms.split(","):  # the long text runs first: two at a time, the short ones after
+            kind = "synthetic" if variants else arm  # a variant runs the synthetic arm
+            preset, steps, size, least = PRESETS[kind]
+            size = SMOKE[kind] if args.smoke else size
+            jobs = [(arm, [*llc_on, *([f"attention={arm}"] if variants else [])], seed) for seed in SEEDS]
+            done = run_all(jobs, root, steps, args.smoke, args.workers, preset=preset, size=size)
+            rows += [llc_row(run, arm, seed, least) for (_, _, seed), run in done]
+            if variants:
+                continue
+            images = out / "images"  # seed 0's timeline, its LLC panel included
+            images.mkdir(parents=True, exist_ok=True)
+            shutil.copy(done[0][1]["dir"] / "maps" / "timeline.png",
+                        images / f"llc_{arm}_timeline{'_smoke' if args.smoke else ''}.png")
+        from attnexp.config import MapsConfig
+        from attnexp.heads import llc
 
-    d = MapsConfig()
-    meta = {"device": device, "seeds": list(SEEDS), "smoke": args.smoke, "variants": variants,
-            "presets": {a: {"preset": p[0], "steps": p[1]} for a, p in PRESETS.items()},
-            "llc settings": {k: v for k, v in vars(d).items() if k.startswith("llc_")},
-            "min_llc_change": llc.MIN_LLC_CHANGE,
-            "command": "python -m attnexp train experiment=PRESET seed=S maps.llc=true threads=1 logger=none test=false "
-                       "maps.animation=false" + (" attention=V" if variants else ""),
-            "wall_s": round(sum(r["wall s"] for r in rows), 1)}
-    stem = f"llc_stages_{device}{'_variants' if variants else ''}{'_smoke' if args.smoke else ''}"
-    table = write_results(out, stem, meta, rows,
-                          "The LLC's stages beside the heads' formations",
-                          note="Each run: `python -m attnexp train experiment=PRESET seed=S maps.llc=true`. The LLC: "
-                               "devinterp's SGLD estimate at 16 of the timeline's readings. Stages: the LLC cut at its "
-                               "critical points (a rise or fall of at least 2.0 over a segment, else a plateau). A "
-                               "boundary is before / inside / after the in-context score's drop window (10-90% of its "
-                               "fall) at the resolution of the LLC's readings either side of it.")
-    print(table)
+        d = MapsConfig()
+        meta = {"device": device, "seeds": list(SEEDS), "smoke": args.smoke, "variants": variants,
+                "presets": {a: {"preset": p[0], "steps": p[1]} for a, p in PRESETS.items()},
+                "llc settings": {k: v for k, v in vars(d).items() if k.startswith("llc_")},
+                "min_llc_change": llc.MIN_LLC_CHANGE,
+                "command": "python -m attnexp train experiment=PRESET seed=S maps.llc=true threads=1 logger=none test=false "
+                           "maps.animation=false" + (" attention=V" if variants else ""),
+                "wall_s": round(sum(r["wall s"] for r in rows), 1)}
+        stem = f"llc_stages_{device}{'_variants' if variants else ''}{'_smoke' if args.smoke else ''}"
+        table = write_results(out, stem, meta, rows,
+                              "The LLC's stages beside the heads' formations",
+                              note="Each run: `python -m attnexp train experiment=PRESET seed=S maps.llc=true`. The LLC: "
+                                   "devinterp's SGLD estimate at 16 of the timeline's readings. Stages: the LLC cut at its "
+                                   "critical points (a rise or fall of at least 2.0 over a segment, else a plateau). A "
+                                   "boundary is before / inside / after the in-context score's drop window (10-90% of its "
+                                   "fall) at the resolution of the LLC's readings either side of it.")
+        print(table)
 
 
 if __name__ == "__main__":

@@ -149,9 +149,11 @@ def main() -> None:
         for h in named:
             print(f"  L{h['layer']}H{h['head']}: {h['role']} {h['score']}")
     if "pictures" in args.parts:
-        import tempfile
+        sys.path.insert(0, str(REPO / "scripts"))
+        from common import scratch
 
-        report["pictures"] = pictures(args.model, args.data, Path(tempfile.mkdtemp(prefix="minilm-maps-")))
+        with scratch("minilm-maps-") as work:
+            report["pictures"] = pictures(args.model, args.data, work)
     path.write_text(json.dumps(report, indent=2) + "\n")
 
 

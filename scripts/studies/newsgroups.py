@@ -32,7 +32,7 @@ from attnexp.data import build_datamodule
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
-from common import markdown_table, provenance  # noqa: E402
+from common import markdown_table, provenance, scratch  # noqa: E402
 
 SETTINGS = {"raw": [], "clean": ["data.remove=[headers,footers,quotes]"]}
 
@@ -204,6 +204,8 @@ def main() -> None:
     ap.add_argument("--settings", default="raw,clean", help="comma list of: raw, clean")
     ap.add_argument("--out", default=str(REPO / "scripts" / "results"))
     ap.add_argument("--tag", default="", help="suffix for the result files")
+    ap.add_argument("--runs-in", default=None, metavar="DIR", help="train the runs in DIR and keep them "
+                    "(default: a temporary folder, removed at the end)")
     ap.add_argument("--experiment", default="newsgroups",
                     help="newsgroups (from scratch) or newsgroups_bert (fine-tune model.init=hf:...)")
     ap.add_argument("--baseline-only", action="store_true", help="compute the TF-IDF + SVM baseline alone")
@@ -245,27 +247,31 @@ def main() -> None:
         (Path(args.out) / "newsgroups_baseline_predictions.json").write_text(json.dumps(kept, separators=(",", ":")) + "\n")
         (Path(args.out) / "newsgroups_baseline.json").write_text(json.dumps(base, indent=2) + "\n")
         return
+    trained(args, data_ov)
 
+
+def trained(args, data_ov: list[str]) -> None:
+    """Each of --settings trained once (in --runs-in, else a temporary folder): the result files."""
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu-{torch.get_num_threads()}threads"
     hh, mm = divmod(int(args.minutes * 60), 3600)
     limit = f"trainer.max_time=00:{hh:02d}:{mm // 60:02d}:{mm % 60:02d}"
     results = {"device": device, "platform": platform.platform(), "torch": torch.__version__,
                "experiment": args.experiment, "overrides": args.overrides, "minutes": args.minutes, "settings": {}}
-    for name in args.settings.split(","):
-        results["settings"][name] = one_setting(name, args, limit, data_ov)
-        print(json.dumps({name: results["settings"][name]}, indent=2), flush=True)
+    with scratch("bench-ng-", args.runs_in) as runs:
+        for name in args.settings.split(","):
+            results["settings"][name] = one_setting(name, args, limit, data_ov, runs / name)
+            print(json.dumps({name: results["settings"][name]}, indent=2), flush=True)
+        results["made"] = provenance(runs=[s["run_dir"] for s in results["settings"].values()])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results["made"] = provenance(runs=[s["run_dir"] for s in results["settings"].values()])
     write_tables(results, out / f"newsgroups_{'gpu' if torch.cuda.is_available() else 'cpu'}{args.tag}")
 
 
-def one_setting(name: str, args, limit: str, data_ov: list[str]) -> dict:
-    """One setting (raw or clean) trained once: its test figures beside the baseline's on the same posts."""
+def one_setting(name: str, args, limit: str, data_ov: list[str], out_dir: Path) -> dict:
+    """One setting (raw or clean) trained once in `out_dir`: its test figures beside the baseline's on the same posts."""
     ov = [f"experiment={args.experiment}", "logger=csv", limit, "trainer.enable_progress_bar=false", *SETTINGS[name],
           *args.overrides]
     times = load_times(args.experiment, SETTINGS[name] + [o for o in args.overrides if o.startswith(("data.", "model.init"))])
-    out_dir = Path(tempfile.mkdtemp(prefix=f"bench-ng-{name}-"))
     s = train(load_run(compose_cfg(ov, out_dir)))
     test = s["metrics"]["test"]
     base = stored_baseline(args.baseline_from, name, data_ov) or tfidf_svm(name, data_ov)

@@ -23,7 +23,6 @@ import gzip
 import json
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -33,13 +32,13 @@ OUT = REPO / "scripts" / "results" / "images"
 SHARED = REPO.parent / "shared"
 sys.path.insert(0, str(REPO / "scripts"))
 
-from common import provenance  # noqa: E402
+from common import provenance, scratch  # noqa: E402
 
 
-def importance(run: Path | None) -> dict:
+def importance(run: Path | None, work: Path) -> dict:
     """heads_over_epochs.png/json from experiment=induction with maps.importance (trained here unless `run`)."""
     if run is None:
-        run = Path(tempfile.mkdtemp(prefix="readme-induction-"))
+        run = work / "induction"
         subprocess.run([sys.executable, "-m", "attnexp", "train", "experiment=induction", "maps.importance=true",
                         "logger=none", "trainer.enable_progress_bar=false", f"hydra.run.dir={run}"], cwd=REPO, check=True,
                        capture_output=True)
@@ -122,7 +121,7 @@ def post(data: Path, tokens_at_most: int = 110) -> tuple[str, int]:
     raise SystemExit("readme_heads.py: no short post in the test split")
 
 
-def relevance(ckpt: Path, data: Path) -> dict:
+def relevance(ckpt: Path, data: Path, work: Path) -> dict:
     from attnexp.api import maps_source_checkpoint
     from attnexp.config import MapsConfig
     from attnexp.data.newsgroups import NAMES
@@ -139,7 +138,6 @@ def relevance(ckpt: Path, data: Path) -> dict:
     ctx = context_of(src.model, src.probe)
     w = attention_maps(src.model, src.probe, src.pad_id)
     a = read_heads(src.model, src.probe, w, src.pad_id, MapsConfig(roles=True, rollout=True, relevance=True), ctx)
-    work = Path(tempfile.mkdtemp(prefix="readme-relevance-"))
     write_viewer(work / "viewer.html", [(src.epoch, w, a)], src.probe.tokens, 128, title=f"{ckpt.parent.parent.name}",
                  class_names=list(NAMES))
     screenshot((work / "viewer.html").as_uri() + "#view=relevance&cls=p", OUT / "relevance_pred.png", "1100,640")
@@ -160,14 +158,15 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / "readme_heads.json"
     report = json.loads(path.read_text()) if path.is_file() else {}
-    if "importance" in args.parts:
-        report["importance"] = importance(args.induction_run)
-        print("importance", json.dumps(report["importance"]))
-    if "relevance" in args.parts:
-        if args.ckpt is None:
-            raise SystemExit("readme_heads.py: --parts relevance needs --ckpt (a 20 Newsgroups classifier checkpoint)")
-        report["relevance"] = relevance(args.ckpt, args.data)
-        print("relevance", json.dumps(report["relevance"]))
+    if "relevance" in args.parts and args.ckpt is None:
+        raise SystemExit("readme_heads.py: --parts relevance needs --ckpt (a 20 Newsgroups classifier checkpoint)")
+    with scratch("readme-heads-") as work:  # the run and the page pictured: read here, then removed
+        if "importance" in args.parts:
+            report["importance"] = importance(args.induction_run, work)
+            print("importance", json.dumps(report["importance"]))
+        if "relevance" in args.parts:
+            report["relevance"] = relevance(args.ckpt, args.data, work)
+            print("relevance", json.dumps(report["relevance"]))
     for part in args.parts.split(","):  # the file gathers parts made by different calls: each says how it was made
         report.setdefault("made", {})[part] = provenance()
     path.write_text(json.dumps(report, indent=2) + "\n")

@@ -23,13 +23,12 @@ import json
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
-from common import RESULTS, provenance, screenshot, write_results  # noqa: E402
+from common import RESULTS, provenance, scratch, screenshot, write_results  # noqa: E402
 
 OUT = REPO / "scripts" / "results" / "images"
 QUIET = ["logger=none", "trainer.enable_progress_bar=false"]
@@ -41,9 +40,9 @@ def train_cli(run: Path, overrides: list[str]) -> dict:
     return json.loads((run / "summary.json").read_text())
 
 
-def synthetic(report: dict) -> None:
+def synthetic(report: dict, work: Path) -> None:
     for kind in ("copy", "reverse"):
-        run = Path(tempfile.mkdtemp(prefix=f"readme-{kind}-"))
+        run = work / kind
         s = train_cli(run, [f"experiment={kind}", "trainer.max_epochs=4", "data.length=6"])
         shutil.copy(sorted((run / "maps").glob("epoch*_ex0.png"))[-1], OUT / f"{kind}.png")
         report[kind] = {"val_acc": s["metrics"]["final"]["val/acc"], "alignment": s["attention_maps"]["alignment"],
@@ -51,7 +50,7 @@ def synthetic(report: dict) -> None:
         print(kind, json.dumps(report[kind]), flush=True)
 
 
-def agreement(report: dict) -> None:
+def agreement(report: dict, work: Path) -> None:
     import numpy as np
     import torch
 
@@ -59,7 +58,7 @@ def agreement(report: dict) -> None:
     from attnexp.data import build_datamodule
     from attnexp.training.module import AttnexpModule
 
-    run_dir = Path(tempfile.mkdtemp(prefix="readme-agreement-"))
+    run_dir = work / "agreement"
     s = train_cli(run_dir, ["experiment=toy_agreement"])
     best = s["checkpoints"]["best"]
     epoch = int(Path(best).stem.split("epoch")[-1])
@@ -101,10 +100,10 @@ def agreement(report: dict) -> None:
     print(f"all heads: {full:.3f}; " + "; ".join(f"without layer {x['layer']}: {x['accuracy_without']:.3f}" for x in layers))
 
 
-def comparison(report: dict) -> None:
+def comparison(report: dict, work: Path) -> None:
     """The README's comparison: variants x seeds (the sweep the README shows), its report page, a
     screenshot of the page's top (report.png)."""
-    sweep = Path(tempfile.mkdtemp(prefix="readme-report-"))
+    sweep = work / "report"
     cmd = [sys.executable, "-m", "attnexp", "train", "-m", "experiment=induction", "attention=causal,rotary,differential",
            "seed=0,1,2", "trainer.max_epochs=3", *QUIET, f"hydra.sweep.dir={sweep}"]
     subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, timeout=3600)
@@ -147,13 +146,13 @@ def sweep_groups(sweep: Path, metrics: dict[str, bool]) -> dict[str, dict[str, d
     return out
 
 
-def newsgroups(report: dict, run_dir: Path | None, example: int) -> None:
+def newsgroups(report: dict, run_dir: Path | None, example: int, work: Path) -> None:
     import numpy as np
 
     from attnexp.maps import render
 
     if run_dir is None:
-        run_dir = Path(tempfile.mkdtemp(prefix="readme-newsgroups-"))
+        run_dir = work / "newsgroups"
         train_cli(run_dir, ["experiment=newsgroups"])
     s = json.loads((run_dir / "summary.json").read_text())
     last = sorted((run_dir / "maps").glob("epoch*.npz"))[-1]
@@ -181,18 +180,19 @@ def main() -> None:
     path = OUT / "readme_maps.json"
     report = json.loads(path.read_text()) if path.is_file() else {}
     parts = args.parts.split(",")
-    if "synthetic" in parts:
-        synthetic(report)
-    if "agreement" in parts:
-        agreement(report)
-    if "newsgroups" in parts:
-        newsgroups(report, args.newsgroups_run, args.example)
-    if "report" in parts:
-        comparison(report)
-    keys = {"synthetic": ("copy", "reverse")}  # the file gathers parts made by different calls: each says how
-    for key in (k for part in parts for k in keys.get(part, (part,))):
-        folders = [report[key][f] for f in ("sweep", "run") if f in report[key]]  # the part's own runs
-        report.setdefault("made", {})[key] = provenance(runs=folders)
+    with scratch("readme-maps-") as work:  # the runs pictured: read here, then removed
+        if "synthetic" in parts:
+            synthetic(report, work)
+        if "agreement" in parts:
+            agreement(report, work)
+        if "newsgroups" in parts:
+            newsgroups(report, args.newsgroups_run, args.example, work)
+        if "report" in parts:
+            comparison(report, work)
+        keys = {"synthetic": ("copy", "reverse")}  # the file gathers parts made by different calls: each says how
+        for key in (k for part in parts for k in keys.get(part, (part,))):
+            folders = [report[key][f] for f in ("sweep", "run") if f in report[key]]  # the part's own runs
+            report.setdefault("made", {})[key] = provenance(runs=folders)
     path.write_text(json.dumps(report, indent=2) + "\n")
 
 

@@ -27,14 +27,13 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 sys.path.insert(0, str(REPO / "scripts" / "studies"))
 
-from common import RESULTS, write_results  # noqa: E402
+from common import RESULTS, scratch, write_results  # noqa: E402
 from induction_formation import SEEDS, row, run_all  # noqa: E402
 
 MAIN = {"2 layers": ["model.n_layers=2"], "1 layer (control)": ["model.n_layers=1"]}
@@ -107,47 +106,47 @@ def main() -> None:
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    out, root = Path(args.out or RESULTS), Path(tempfile.mkdtemp(prefix="text-formation-"))
-    size = (["data.limit=200", "trainer.max_steps=40", "maps.every_n_steps=5", "trainer.val_check_interval=20"]
-            if args.smoke else [f"trainer.max_steps={args.steps}", "trainer.val_check_interval=1000"])
-    arms = {k: v for k, v in MAIN.items() if k == "2 layers" or not args.no_control}
-    if args.variants:  # the same preset with each variant's attention; one pool for all, so no core waits
-        arms = {v: ["model.n_layers=2", f"attention={v}"] for v in args.variants.split(",")}
-    jobs = [(arm, [*ov, *args.overrides], seed) for arm, ov in arms.items() for seed in SEEDS]
-    done = run_all(jobs, root, args.steps, args.smoke, args.workers, preset="induction_text", size=size)
-    rows = []
-    for (arm, _, seed), run in done:
-        r = row(run, arm, seed, least=LEAST_FALL)
-        lo, _, hi = r["drop window"].partition("-")
-        a_step = (run["summary"].get("train_tokens") or 0) / max(1, run["summary"]["steps"])  # tokens a step
-        r["drop window, M tokens"] = f"{int(lo) * a_step / 1e6:.1f}-{int(hi) * a_step / 1e6:.1f}" if hi else "-"
-        rows.append({**r, **copy_gain(run["dir"])})
-    meta = {"device": device, "torch": torch.__version__, "steps": args.steps, "seeds": list(SEEDS),
-            "preset": "experiment=induction_text", "overrides": args.overrides, "smoke": args.smoke,
-            "least_fall_nats": LEAST_FALL,
-            "command": "python -m attnexp train experiment=induction_text seed=S model.n_layers=L threads=1 "
-                       "logger=none test=false maps.animation=false", "wall_s": round(sum(r["wall s"] for r in rows), 1)}
-    table = write_results(out, f"text_formation_{device}{args.tag}", meta, rows,
-                          "Induction heads forming on 20 Newsgroups text richer in repeats: " +
-                          ("across variants, 2 layers each" if args.variants else "2 layers against the 1-layer control"),
-                          [c for c in rows[0] if c not in ("first induction",)],
-                          note="Each run: `python -m attnexp train experiment=induction_text seed=S model.n_layers=L` "
-                               "(rotary, attention-only, bytes, windows of 64 each ending in a repeat of an earlier "
-                               "span, batch 32, constant lr 3e-3), read every 50 steps. `@step`: where attnexp's "
-                               "change-point search dates the formation. icl: the in-context score (late minus early "
-                               "loss, nats) on held-out windows at the start and the end; drop window: 10-90% of its "
-                               f"fall where it falls by {LEAST_FALL} nats or more. Copy gain: loss at the repeated "
-                               "tokens of 256 plain test windows minus that with the repeat planted." +
-                               (f" These runs add `{' '.join(args.overrides)}`, which replaces the preset's settings "
-                                "above where they differ." if args.overrides else ""))
-    print(table)
-    images = out / "images"
-    images.mkdir(parents=True, exist_ok=True)
-    for (arm, _, seed), run in done:
-        if seed == 0 and not args.smoke and not args.tag and not args.variants:
-            name = "text_timeline.png" if arm == "2 layers" else "text_control.png"
-            shutil.copyfile(run["dir"] / "maps" / "timeline.png", images / name)
-    shutil.rmtree(root, ignore_errors=True)
+    out = Path(args.out or RESULTS)
+    with scratch("text-formation-") as root:
+        size = (["data.limit=200", "trainer.max_steps=40", "maps.every_n_steps=5", "trainer.val_check_interval=20"]
+                if args.smoke else [f"trainer.max_steps={args.steps}", "trainer.val_check_interval=1000"])
+        arms = {k: v for k, v in MAIN.items() if k == "2 layers" or not args.no_control}
+        if args.variants:  # the same preset with each variant's attention; one pool for all, so no core waits
+            arms = {v: ["model.n_layers=2", f"attention={v}"] for v in args.variants.split(",")}
+        jobs = [(arm, [*ov, *args.overrides], seed) for arm, ov in arms.items() for seed in SEEDS]
+        done = run_all(jobs, root, args.steps, args.smoke, args.workers, preset="induction_text", size=size)
+        rows = []
+        for (arm, _, seed), run in done:
+            r = row(run, arm, seed, least=LEAST_FALL)
+            lo, _, hi = r["drop window"].partition("-")
+            a_step = (run["summary"].get("train_tokens") or 0) / max(1, run["summary"]["steps"])  # tokens a step
+            r["drop window, M tokens"] = f"{int(lo) * a_step / 1e6:.1f}-{int(hi) * a_step / 1e6:.1f}" if hi else "-"
+            rows.append({**r, **copy_gain(run["dir"])})
+        meta = {"device": device, "torch": torch.__version__, "steps": args.steps, "seeds": list(SEEDS),
+                "preset": "experiment=induction_text", "overrides": args.overrides, "smoke": args.smoke,
+                "least_fall_nats": LEAST_FALL,
+                "command": "python -m attnexp train experiment=induction_text seed=S model.n_layers=L threads=1 "
+                           "logger=none test=false maps.animation=false", "wall_s": round(sum(r["wall s"] for r in rows), 1)}
+        table = write_results(out, f"text_formation_{device}{args.tag}", meta, rows,
+                              "Induction heads forming on 20 Newsgroups text richer in repeats: " +
+                              ("across variants, 2 layers each" if args.variants else "2 layers against the 1-layer control"),
+                              [c for c in rows[0] if c not in ("first induction",)],
+                              note="Each run: `python -m attnexp train experiment=induction_text seed=S model.n_layers=L` "
+                                   "(rotary, attention-only, bytes, windows of 64 each ending in a repeat of an earlier "
+                                   "span, batch 32, constant lr 3e-3), read every 50 steps. `@step`: where attnexp's "
+                                   "change-point search dates the formation. icl: the in-context score (late minus early "
+                                   "loss, nats) on held-out windows at the start and the end; drop window: 10-90% of its "
+                                   f"fall where it falls by {LEAST_FALL} nats or more. Copy gain: loss at the repeated "
+                                   "tokens of 256 plain test windows minus that with the repeat planted." +
+                                   (f" These runs add `{' '.join(args.overrides)}`, which replaces the preset's settings "
+                                    "above where they differ." if args.overrides else ""))
+        print(table)
+        images = out / "images"
+        images.mkdir(parents=True, exist_ok=True)
+        for (arm, _, seed), run in done:
+            if seed == 0 and not args.smoke and not args.tag and not args.variants:
+                name = "text_timeline.png" if arm == "2 layers" else "text_control.png"
+                shutil.copyfile(run["dir"] / "maps" / "timeline.png", images / name)
 
 
 if __name__ == "__main__":

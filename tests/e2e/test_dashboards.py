@@ -13,20 +13,22 @@ from pathlib import Path
 import pytest
 
 from helpers.browser import needs_chromium
-from helpers.runs import REPO
+from helpers.runs import REPO, left_behind, own_tmp
 
 
 @pytest.mark.slow
 @needs_chromium
 @pytest.mark.skipif(shutil.which("tensorboard") is None and not Path(sys.executable).with_name("tensorboard").exists(),
                     reason="needs TensorBoard (pip install tensorboard; a dependency of attnexp)")
-def test_tensorboard_shows_a_runs_curves_maps_and_settings(tmp_path):
+def test_tensorboard_shows_a_runs_curves_maps_and_settings(tmp_path, tmp_path_factory):
     """scripts/studies/dashboards.py trains a short copy run, starts TensorBoard over it, reads its API and
     screenshots the Images and Scalars tabs: the script fails when a plugin has no data, a val/ or
     train/ curve is missing, or the attention maps hold fewer than two epochs."""
-    r = subprocess.run([sys.executable, "scripts/studies/dashboards.py", "--parts=tensorboard", f"--out={tmp_path}"], cwd=REPO,
-                       capture_output=True, text=True, timeout=900)
+    env, tmp = own_tmp(tmp_path_factory)
+    r = subprocess.run([sys.executable, "scripts/studies/dashboards.py", "--parts=tensorboard", f"--out={tmp_path}"],
+                       cwd=REPO, capture_output=True, text=True, timeout=900, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
+    assert left_behind(tmp) == []  # its runs were in a temporary folder, removed
     found = json.loads(r.stdout[r.stdout.rindex("\n{") + 1:])  # after the training run's own lines
     assert {"scalars", "images", "hparams", "custom_scalars"} <= set(found["plugins_with_data"])
     assert {"attention_maps/example0", "head_roles"} <= set(found["image_tags"]) and len(found["steps_of_first_image"]) == 4
@@ -43,13 +45,15 @@ def test_tensorboard_shows_a_runs_curves_maps_and_settings(tmp_path):
 
 @pytest.mark.slow
 @needs_chromium
-def test_optuna_dashboard_shows_a_studys_trials_and_their_run_folders(tmp_path):
+def test_optuna_dashboard_shows_a_studys_trials_and_their_run_folders(tmp_path, tmp_path_factory):
     """A 3-trial Optuna sweep into SQLite, optuna-dashboard started over it: its API lists every trial
     complete, with a value, the searched parameters and the trial's run folder; then a screenshot."""
     pytest.importorskip("optuna_dashboard", reason="needs optuna-dashboard (pip install -e '.[sweep]')")
-    r = subprocess.run([sys.executable, "scripts/studies/dashboards.py", "--parts=optuna", f"--out={tmp_path}"], cwd=REPO,
-                       capture_output=True, text=True, timeout=900)
+    env, tmp = own_tmp(tmp_path_factory)
+    r = subprocess.run([sys.executable, "scripts/studies/dashboards.py", "--parts=optuna", f"--out={tmp_path}",
+                        f"--runs-in={tmp_path / 'runs'}"], cwd=REPO, capture_output=True, text=True, timeout=900, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
+    assert left_behind(tmp) == []  # the study and its runs in --runs-in, kept there for the checks below
     found = json.loads(r.stdout[r.stdout.rindex("\n{") + 1:])
     assert found["n_trials"] == 3 and found["states"] == ["Complete"] and all(found["values"])
     assert found["metric_names"] == ["val/loss"]  # the dashboard names the objective, not "Objective 0"
@@ -63,15 +67,17 @@ def test_optuna_dashboard_shows_a_studys_trials_and_their_run_folders(tmp_path):
 
 @pytest.mark.slow
 @needs_chromium
-def test_an_mlflow_server_holds_a_runs_metrics_config_and_maps(tmp_path):
+def test_an_mlflow_server_holds_a_runs_metrics_config_and_maps(tmp_path, tmp_path_factory):
     """A real `mlflow server` (SQLite store, proxied artifacts) on 127.0.0.1, a 3-epoch copy run with
     logger=mlflow pointed at it, read back through MLflow's client: finished, every epoch's val/loss,
     the config as params, the tags, the map images and viewer.html stored by the server (not written
     beside it); then the run page and the viewer in MLflow's artifact view are pictured."""
     pytest.importorskip("mlflow", reason="needs MLflow (pip install -e '.[mlflow]')")
-    r = subprocess.run([sys.executable, "scripts/studies/dashboards.py", "--parts=mlflow", f"--out={tmp_path}"], cwd=REPO,
-                       capture_output=True, text=True, timeout=900)
+    env, tmp = own_tmp(tmp_path_factory)
+    r = subprocess.run([sys.executable, "scripts/studies/dashboards.py", "--parts=mlflow", f"--out={tmp_path}"],
+                       cwd=REPO, capture_output=True, text=True, timeout=900, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
+    assert left_behind(tmp) == []  # its runs were in a temporary folder, removed
     found = json.loads(r.stdout[r.stdout.rindex("\n{") + 1:])
     assert found["status"] == "FINISHED" and found["val_loss_points"] == 3 and found["run_name"] == "copy-run-for-the-dashboard"
     # the experiment's first page, opened in Chromium, lists the run (not MLflow 3's empty GenAI view)

@@ -64,3 +64,26 @@ def attnexp(*args: str, cwd, timeout: float = 300):
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO)])}
     return subprocess.run([sys.executable, "-m", "attnexp", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def own_tmp(tmp_path_factory) -> tuple[dict, Path]:
+    """An environment whose temporary folder (TMPDIR) is an empty one of the test's, and that folder:
+    what a script leaves in /tmp shows there. A short path (pytest's base folder, then t<N>): Chromium's
+    socket in TMPDIR must fit a Unix socket's 108 characters."""
+    import os
+
+    tmp = tmp_path_factory.mktemp("t")
+    return {**os.environ, "TMPDIR": str(tmp)}, tmp
+
+
+# one folder a tool keeps in the temporary folder for every run of it, not one a run: torch.compile's
+# cache, and TensorBoard's list of its running servers (each removes its own entry when stopped)
+TOOLS_OWN = ("torchinductor_", ".tensorboard-info")
+
+
+def left_behind(tmp: Path) -> list[str]:
+    """What runs left in a test's temporary folder (own_tmp), with each entry's size in MB."""
+    def mb(p: Path) -> float:
+        return sum(f.stat().st_size for f in ([p] if p.is_file() else p.rglob("*")) if f.is_file()) / 1e6
+    return [f"{p.name} ({mb(p):.1f} MB)" for p in sorted(tmp.iterdir()) if not p.name.startswith(TOOLS_OWN)
+            or p.name == ".tensorboard-info" and any(p.iterdir())]
