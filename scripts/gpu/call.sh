@@ -7,7 +7,10 @@
 #   bash scripts/gpu/call.sh finetune text-formation -- --finetune-minutes 0.9
 #   bash scripts/gpu/call.sh nanogpt-loop
 # Arguments after -- go to every suite process, after the carried data's --newsgroups-path and
-# --pretrained; OUT is the folder that comes back (default: a temporary one, printed).
+# --pretrained; OUT is the folder that comes back (default: a temporary one, printed). LIMIT_S is the
+# call's timeout_s: the groups are stopped 30 s before it (counted from this script's start), so that the parts that finished come back
+# (the archive is written at the end: a call killed at its limit brought back nothing).
+#   LIMIT_S=570 OUT=$OUT bash scripts/gpu/call.sh cuda-tests,nanogpt-loop
 set -uo pipefail
 py=${PYTHON:-python3}  # the machine's python3 holds torch
 cd "$(dirname "$0")/../.."
@@ -30,7 +33,11 @@ for g in "${groups[@]}"; do
   f=$work/${g//,/+}
   mkdir -p "$f"
   folders+=("$f")
-  $py scripts/gpu/suite.py --parts "$g" "${data[@]}" "$@" --out "$f" >"$f/stdout.log" 2>&1 &
+  if [ -n "${LIMIT_S:-}" ]; then
+    timeout -k 10 $((LIMIT_S - 30 - SECONDS)) $py scripts/gpu/suite.py --parts "$g" "${data[@]}" "$@" --out "$f" >"$f/stdout.log" 2>&1 &
+  else
+    $py scripts/gpu/suite.py --parts "$g" "${data[@]}" "$@" --out "$f" >"$f/stdout.log" 2>&1 &
+  fi
   pids+=($!)
 done
 code=0

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -126,3 +127,23 @@ def test_one_call_runs_part_groups_side_by_side_into_one_archive(tmp_path):
     r = subprocess.run(["bash", "scripts/gpu/call.sh"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "name the part groups" in r.stderr
 
+
+@pytest.mark.slow  # ~30 s
+def test_a_call_stopped_at_its_limit_brings_back_the_parts_that_finished(tmp_path, tmp_path_factory):
+    """The 2026-11-28 (second) window's call ran past its timeout_s and brought back nothing: the archive
+    is written at the end. With LIMIT_S (the call's limit) the groups stop 30 s before it, the part that
+    was running is killed with what it started, and the finished parts come back in window.tgz."""
+    import tarfile
+
+    env, tmp = own_tmp(tmp_path_factory)  # the call's folders, so its processes' command lines, under tmp
+    env |= {"OUT": str(tmp_path), "PYTHON": sys.executable, "LIMIT_S": "50"}
+    t0 = time.monotonic()
+    r = subprocess.run(["timeout", "50", "bash", "scripts/gpu/call.sh", "kernels,nanogpt-loop", "--", "--smoke"],
+                       cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+    assert (tmp_path / "window.tgz").is_file(), f"rc {r.returncode}: " + r.stdout[-2000:] + r.stderr[-2000:]
+    assert time.monotonic() - t0 < 50 and r.returncode == 1  # a part did not finish: said so, in time
+    with tarfile.open(tmp_path / "window.tgz") as tar:
+        merged = json.load(tar.extractfile("./window/suite.json"))
+    assert merged["parts"]["kernels"]["status"] == "ok" and "nanogpt-loop" not in merged["parts"]
+    left = subprocess.run(["pgrep", "-f", f"framework_overhead.py.*{tmp}/"], capture_output=True, text=True)
+    assert left.stdout.strip() == "", "the stopped part's processes are still running"
