@@ -25,6 +25,7 @@ fi
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 OUT=${OUT:-$(mktemp -d)}
 work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT  # its part folders travel in the archive
 data=()
 [ -d .gpu_data/20newsgroups ] && data+=(--newsgroups-path .gpu_data/20newsgroups)
 [ -f .gpu_data/all-MiniLM-L6-v2/config.json ] && data+=(--pretrained .gpu_data/all-MiniLM-L6-v2)

@@ -5,7 +5,6 @@ summary, batch lengths rounded for compiled kernels, torch.compile, and the GPU 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -110,15 +109,17 @@ def test_suite_processes_run_at_once_merge_into_one_windows_summary(tmp_path):
     assert r.returncode != 0 and "different devices" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
-def test_one_call_runs_part_groups_side_by_side_into_one_archive(tmp_path):
+def test_one_call_runs_part_groups_side_by_side_into_one_archive(tmp_path, tmp_path_factory):
     """scripts/gpu/call.sh, the prepared call of a GPU window: each group of parts a suite process of
     its own, all at once, merged into one summary and one archive (a call brings back 8 files at most)."""
     import tarfile
 
-    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
+    env, tmp = own_tmp(tmp_path_factory)
+    env |= {"OUT": str(tmp_path), "PYTHON": sys.executable}
     r = subprocess.run(["bash", "scripts/gpu/call.sh", "cross-entropy", "model", "--", "--smoke"], cwd=REPO,
                        capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert left_behind(tmp) == []  # its part folders are in the archive: the copies outside it go
     with tarfile.open(tmp_path / "window.tgz") as tar:
         names = set(tar.getnames())
         merged = json.load(tar.extractfile("./window/suite.json"))

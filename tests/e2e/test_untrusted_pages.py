@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 
 import numpy as np
 import pytest
 
 from attnexp.maps.html import write_viewer
 from helpers.browser import PAYLOAD, dump_dom, injected, needs_chromium
+from helpers.runs import left_behind
 
 pytestmark = needs_chromium
 
@@ -22,11 +24,15 @@ def diagonal(n: int) -> np.ndarray:
     return w
 
 
-def test_a_title_holding_the_data_placeholder_and_markup_stays_text(tmp_path):
+def test_a_title_holding_the_data_placeholder_and_markup_stays_text(tmp_path, monkeypatch):
     title = f"run__DATA__{PAYLOAD}</title></h2>__TITLE__"
     page = tmp_path / "viewer.html"
     write_viewer(page, [(0, diagonal(4))], [["[BOS]", "a", "b", "[EOS]"]], 64, title=title)
+    tmp = tmp_path / "t"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     dom = dump_dom(page)
+    assert left_behind(tmp) == []  # the browser's profile (2.2 MB) was left in /tmp by every page a test opened
     assert 'data-rendered="yes"' in dom, dom[-600:]
     assert not injected(dom)
     assert "<h2>Attention maps: run__DATA__&lt;img src=x" in dom  # the title, shown as text

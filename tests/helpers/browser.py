@@ -24,8 +24,9 @@ PAYLOAD = "<img src=x onerror=\"document.body.dataset.pwned='yes'\">"
 def dump_dom(page: Path, fragment: str = "") -> str:
     """The page's DOM after its scripts ran (the URL fragment, e.g. `view=text&token=0`, opens a view)."""
     url = page.resolve().as_uri() + (f"#{fragment}" if fragment else "")
-    flags = [*FLAGS, f"--user-data-dir={tempfile.mkdtemp()}"]
-    return subprocess.run([CHROMIUM, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+    with tempfile.TemporaryDirectory(prefix="attnexp-chromium-", ignore_cleanup_errors=True) as profile:
+        return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--dump-dom", url], capture_output=True,
+                              text=True, timeout=120).stdout
 
 
 def injected(dom: str) -> bool:
