@@ -46,7 +46,7 @@ def refusals(root: Path) -> list[str]:
     return ["".join(c for c in line if c.isprintable()) for line in text.splitlines()]
 
 
-def nothing_ran(root: Path) -> bool:
+def nothing_ran(root: Path, subdir: str | None = ".hydra") -> bool:
     """Whether the sweep was an Optuna launch that found its study finished (and ran no job): its
     folder, if anything made one, is removed while it holds no job, so `compare` never picks it."""
     from attnexp.config.files import FileRefused, read_json
@@ -56,7 +56,7 @@ def nothing_ran(root: Path) -> bool:
         said = read_json(root / RESULTS, 1 << 20)
     except FileRefused:
         return False
-    if not (isinstance(said, dict) and said.get("nothing_ran") is True) or sweep_jobs(root):
+    if not (isinstance(said, dict) and said.get("nothing_ran") is True) or sweep_jobs(root, subdir):
         return False
     if root.is_dir() and not any(p for p in root.rglob("*") if p.is_file() and p.name not in ("multirun.yaml", RESULTS)):
         import shutil
@@ -65,12 +65,18 @@ def nothing_ran(root: Path) -> bool:
     return True
 
 
-def sweep_jobs(root: Path) -> list[Path]:
-    """The job folders of a sweep, however deep (an override value with a '/' nests them)."""
-    return sorted(p.parent for p in root.rglob(".hydra") if p.is_dir() and p.parent != root)
+def sweep_jobs(root: Path, subdir: str | None = ".hydra") -> list[Path]:
+    """The job folders of a sweep, however deep (an override value with a '/' nests them): each holds
+    what a job writes once the folder is its own (its hydra.output_subdir `subdir`, the run's lock, its
+    summary.json), so a job whose process died at once is found too."""
+    found = {p.parent for name in (layout.LOCK, summary.NAME) for p in root.rglob(name) if p.is_file()}
+    if subdir and not Path(subdir).is_absolute():
+        depth = len(Path(subdir).parts)
+        found |= {Path(*p.parts[:-depth]) for p in root.glob(f"**/{subdir}") if p.is_dir()}
+    return sorted(p for p in found if p != root)
 
 
-def finish_sweep(root: Path, again: list[str] = ()) -> int:
+def finish_sweep(root: Path, again: list[str] = (), subdir: str | None = ".hydra") -> int:
     """The sweep's table (results.md, .csv) and its failures, read from the jobs' summary.json
     files: the jobs may have run in other processes (submitit). A job folder without a usable
     summary (its process died before writing one) counts as failed, and so does a sweep with no job.
@@ -79,7 +85,7 @@ def finish_sweep(root: Path, again: list[str] = ()) -> int:
     does a job refused its folder (another run's), which said so in the sweep's refused.txt."""
     from attnexp.results.compare import CompareError, write_sweep_table
 
-    failures, unfinished, jobs = refusals(root), [], sweep_jobs(root)
+    failures, unfinished, jobs = refusals(root), [], sweep_jobs(root, subdir)
     for folder in jobs:
         try:
             s = summary.read(folder / summary.NAME)
@@ -91,7 +97,7 @@ def finish_sweep(root: Path, again: list[str] = ()) -> int:
         elif s["status"] in (Status.INTERRUPTED, Status.RUNNING):
             unfinished.append(f"{folder.relative_to(root)}: {s['status']}: {s.get('error') or 'its process was killed'}")
     if not jobs:
-        failures.append(f"{root}: no job folder (no .hydra/ below it)")
+        failures.append(f"{root}: no job folder below it")
     try:
         table = write_sweep_table(root)
         print(f"attnexp: the sweep's runs side by side: {table}; a report: python -m attnexp compare "

@@ -68,9 +68,9 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
     if sweep_root:
         forget_refusals(sweep_root)  # an earlier launch's are not this one's
     start_hydra(Launch(plan.again, multirun, started, plan.hydra_subdir if multirun else None), plan.mode)
-    if sweep_root and nothing_ran(sweep_root):
+    if sweep_root and nothing_ran(sweep_root, plan.hydra_subdir):
         return 0  # an Optuna study that already had its trials: said so, with its best; no sweep folder
-    return finish_sweep(sweep_root, plan.again) if sweep_root else 0
+    return finish_sweep(sweep_root, plan.again, plan.hydra_subdir) if sweep_root else 0
 
 
 def planned(argv: list[str]):
