@@ -26,6 +26,8 @@ def eval_cli(argv: list[str]) -> int:
             if sep and "." in key:
                 data.append(a)  # data.* only: evaluate() says so of any other
             elif sep and key in ("ckpt", "split", "out"):
+                if not value:  # before: ckpt= became Path('') and was reported as ckpt='.'
+                    raise ConfigError(f"{key}= is empty; {USAGE}")
                 args[key] = value
             elif sep and key == "ckpt_path":  # lightning-hydra-template's eval.py key
                 raise ConfigError(f"ckpt_path is lightning-hydra-template's key; attnexp's is ckpt={value or 'PATH'}")

@@ -26,6 +26,8 @@ def parse(argv: list[str]) -> dict:
         key, sep, value = a.partition("=")
         if not sep or key not in KEYS:
             raise ConfigError(f"cannot read {a!r}; {USAGE}")
+        if not value:  # ckpt= was reported as ckpt='.', out= drew into the working folder
+            raise ConfigError(f"{key}= is empty; {USAGE}")
         if key in ("text", "text_pair"):
             args[key].append(value)
         else:

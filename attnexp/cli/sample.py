@@ -22,6 +22,8 @@ def sample_cli(argv: list[str]) -> int:
             key, sep, value = a.partition("=")
             if not sep or key not in ("ckpt", "prompt", *NUMBERS):
                 raise ConfigError(f"cannot read {a!r}; {USAGE}")
+            if not value and key != "prompt":  # prompt= is an empty prompt; ckpt= was reported as ckpt='.'
+                raise ConfigError(f"{key}= is empty; {USAGE}")
             try:
                 args[key] = NUMBERS[key](value) if key in NUMBERS else value
             except ValueError:
