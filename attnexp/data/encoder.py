@@ -51,6 +51,11 @@ class TextEncoder:
         return list(dict.fromkeys(found))
 
     @property
+    def start_id(self) -> int:
+        """The token a text begins with: [BOS] for a word vocabulary, [CLS] for a tokenizer's."""
+        return BOS if self.kind == "words" else self.tok.token_to_id("[CLS]")
+
+    @property
     def end_id(self) -> int:
         """The token that ends a text: [EOS] for a word vocabulary, [SEP] for a tokenizer's."""
         return EOS if self.kind == "words" else self.tok.token_to_id("[SEP]")

@@ -24,12 +24,13 @@ def check_samplable(hp: dict, key: str, path) -> None:
 
 @torch.no_grad()
 def generate(model, ids: list[int], max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
-             end_id: int | None = None, generator: torch.Generator | None = None) -> list[int]:
+             end_id: int | None = None, generator: torch.Generator | None = None, never: tuple[int, ...] = ()) -> list[int]:
     """`ids` continued by up to `max_new_tokens` sampled tokens (the context cropped to the model's
-    max_len); temperature 0 takes the most likely token."""
+    max_len); temperature 0 takes the most likely token; the tokens in `never` are never drawn."""
     x_BT = torch.tensor([ids], dtype=torch.long)
     for _ in range(max_new_tokens):
         logits_V = model(x_BT[:, -model.m.max_len:]).logits[0, -1].float()
+        logits_V[list(never)] = float("-inf")
         if temperature == 0:
             nxt = int(logits_V.argmax())
         else:
@@ -69,8 +70,11 @@ def sample_text(loaded, prompt: str, max_new_tokens: int = 50, temperature: floa
     ids = enc.encode(prompt)
     ids = ids[:-1] if ids and ids[-1] == end else ids  # the prompt goes on: no end token after it
     g = torch.Generator().manual_seed(seed)
+    # a causal LM's targets are next tokens: never the padding (no loss there) nor the token a text starts
+    # with, yet their logits are finite, and a draw of one went on as if it were a word
+    never = (enc.pad_id, enc.start_id)
     out = []
     for _ in range(num_samples):
-        new = generate(loaded.model, ids, max_new_tokens, temperature, top_k, end, g)
+        new = generate(loaded.model, ids, max_new_tokens, temperature, top_k, end, g, never)
         out.append(enc.decode_text(new))
     return out

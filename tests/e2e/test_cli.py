@@ -190,6 +190,21 @@ def test_sample_continues_a_prompt_reproducibly_and_refuses_models_without_a_nex
     assert "is a bidirectional model (masked tokens)" in capsys.readouterr().err
 
 
+def test_sample_never_draws_a_token_a_causal_model_is_not_trained_to_predict(causal_run, monkeypatch):
+    """[PAD] (no loss there) and [BOS] (never a next token) have finite logits; drawn, they were dropped
+    from the printed text while the model went on from them. At temperature 1e6 (every token alike),
+    60 samples of up to 100 tokens drew [PAD] before (among 3,878 tokens)."""
+    from attnexp import api
+    from attnexp.data.encoder import TextEncoder
+    from attnexp.data.vocab import BOS, PAD
+
+    drawn = []
+    monkeypatch.setattr(TextEncoder, "decode_text", lambda self, ids: drawn.append(list(ids)) or "")
+    api.sample(causal_run[1]["checkpoints"]["last"], "the dog", max_new_tokens=100, temperature=1e6, num_samples=60)
+    new = [i for ids in drawn for i in ids[3:]]  # after the prompt: [BOS] the dog
+    assert len(new) > 1000 and PAD not in new and BOS not in new
+
+
 def test_what_other_tools_call_a_setting_names_attnexps(capsys):
     """Before: model.optimizer.lr suggested model.compile, and ckpt_path said only "not a config key"."""
     for given, said in (("model.optimizer.lr=0.1", "model.optimizer.lr is not a config key; attnexp's is optim.lr"),
