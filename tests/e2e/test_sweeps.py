@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -69,7 +68,7 @@ def test_a_sweep_of_variants_and_seeds_becomes_a_report(tmp_path, monkeypatch, c
     if CHROMIUM is None:
         pytest.skip("needs Debian's chromium to open the report")
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
-             f"--user-data-dir={tempfile.mkdtemp()}", "--window-size=1200,2400", "--virtual-time-budget=5000"]
+             f"--user-data-dir={tmp_path / 'chromium'}", "--window-size=1200,2400", "--virtual-time-budget=5000"]
     dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", report.as_uri()], capture_output=True, text=True,
                          timeout=120).stdout
     assert dom.count("<svg") == 3 and dom.count("<tr") >= 1 + 2 + 1 + 4, dom[:500]  # group table, run table

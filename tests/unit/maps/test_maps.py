@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tempfile
 
 import numpy as np
 import pytest
@@ -187,7 +186,7 @@ def test_viewer_renders_in_headless_chromium(tmp_path):
     write_viewer(tmp_path / "viewer.html", [(0, w), (1, w)], [["[BOS]", "a", "b", "c", "[EOS]"]], 64, title="t")
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tempfile.mkdtemp()}", "--window-size=900,900",
+             f"--user-data-dir={tmp_path / 'chromium'}", "--window-size=900,900",
              "--virtual-time-budget=10000"]  # the page inflates its data asynchronously before drawing
     url = (tmp_path / "viewer.html").as_uri()
     dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout

@@ -131,7 +131,6 @@ def test_maps_of_a_pretrained_model_with_a_sentence_pair_and_bertviz(bert_dir, t
 def test_bertviz_pages_draw_offline_in_headless_chromium(bert_dir, tmp_path):
     import shutil
     import subprocess
-    import tempfile
 
     from attnexp.cli.maps import maps_cli
 
@@ -141,7 +140,7 @@ def test_bertviz_pages_draw_offline_in_headless_chromium(bert_dir, tmp_path):
     out = tmp_path / "m"
     assert maps_cli([f"hf={bert_dir}", "text=the keys to the cabinet", f"out={out}", "bertviz=true"]) == 0
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-             f"--user-data-dir={tempfile.mkdtemp()}", "--virtual-time-budget=5000"]
+             f"--user-data-dir={tmp_path / 'chromium'}", "--virtual-time-budget=5000"]
     for view in ("head", "model"):
         dom = subprocess.run([chromium, *flags, "--dump-dom", (out / f"bertviz_{view}_view_ex0.html").as_uri()],
                              capture_output=True, text=True, timeout=120).stdout
