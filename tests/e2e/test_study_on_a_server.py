@@ -254,6 +254,10 @@ def test_launches_opening_an_empty_database_at_once_all_open_the_study(pg):
     port, url = pg
     done = open_at_once(port, url, "together", locked=True)
     assert all(r.returncode == 0 for r in done), [r.stderr[-800:] for r in done if r.returncode]
-    control = open_at_once(port, url, "unlocked", locked=False)
-    assert any("UniqueViolation" in r.stderr or "already exists" in r.stderr for r in control), \
-        "the control opened an empty database at once without the lock and nothing failed: the test shows nothing"
+    for attempt in range(3):  # a race: on a loaded machine one start may miss it (CI, 2026-11-28), three rarely do
+        control = open_at_once(port, url, f"unlocked{attempt}", locked=False, n=6)
+        if any("UniqueViolation" in r.stderr or "already exists" in r.stderr for r in control):
+            break
+    else:
+        raise AssertionError("three times the control opened an empty database at once without the lock and nothing "
+                             "failed: the test shows nothing")
