@@ -34,11 +34,9 @@ for g in "${groups[@]}"; do
   f=$work/${g//,/+}
   mkdir -p "$f"
   folders+=("$f")
-  if [ -n "${LIMIT_S:-}" ]; then
-    timeout -k 10 $((LIMIT_S - 30 - SECONDS)) $py scripts/gpu/suite.py --parts "$g" "${data[@]}" "$@" --out "$f" >"$f/stdout.log" 2>&1 &
-  else
-    $py scripts/gpu/suite.py --parts "$g" "${data[@]}" "$@" --out "$f" >"$f/stdout.log" 2>&1 &
-  fi
+  limit=()
+  [ -n "${LIMIT_S:-}" ] && limit=(timeout -k 10 $((LIMIT_S - 30 - SECONDS)))
+  "${limit[@]}" $py scripts/gpu/suite.py --parts "$g" "${data[@]}" "$@" --out "$f" >"$f/stdout.log" 2>&1 &
   pids+=($!)
 done
 code=0

@@ -98,11 +98,11 @@ def run(name: str, cmd: list[str], timeout: float, log: Path) -> dict:
             out, _ = p.communicate(timeout=timeout)
             status = "ok" if p.returncode == 0 else f"exit {p.returncode}"
         except subprocess.TimeoutExpired:
-            status = f"timed out after {timeout:.0f} s"
+            out, status = None, f"timed out after {timeout:.0f} s"
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)  # what the part started and left running, too
-        if status.startswith("timed out"):
+        if out is None:  # what it printed before it was killed
             try:
                 out, _ = p.communicate(timeout=30)
             except subprocess.TimeoutExpired:  # a process that left the session holds its output
