@@ -72,14 +72,14 @@ class Plan:
             self.cfg["_attnexp_folder_"] = prefix
             try:
                 value = str(self.cfg["_attnexp_folder_"])
-                named = value  # what an unset variable would leave empty: the folder named whole,
-                if now:  # or the paths key a dated folder starts from (a prefix of one's own is left to it)
-                    named = str(OmegaConf.select(self.cfg, key)) if key == paths_key else "."
+                # what an unset variable would leave empty: the folder named whole, or the paths key a dated
+                # folder starts from; a dated folder's prefix of one's own is left to it
+                named = value if not now else (str(OmegaConf.select(self.cfg, key)) if key == paths_key else None)
             except Exception as e:  # noqa: BLE001 - an interpolation that does not resolve (omegaconf's errors)
                 raise ConfigError(f"{key}: {' '.join(str(e).split())}") from None
             finally:
                 del self.cfg["_attnexp_folder_"]
-        if not named.strip():  # `hydra.run.dir=$OUT` with $OUT unset: the folder you run in, or under / itself
+        if named is not None and not named.strip():  # `hydra.run.dir=$OUT`, $OUT unset: the working folder, or /
             where = "under /" if now else "in the folder you run in"
             raise ConfigError(f"{key} is empty (an unset shell variable?); runs would go {where}: give a folder, {key}=DIR")
         return value, key, not now
