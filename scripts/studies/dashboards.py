@@ -42,6 +42,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts"))
+
+from common import page_dom, scratch  # noqa: E402
+from common import screenshot as chromium_screenshot  # noqa: E402
+
 RUN = ["experiment=copy", "trainer.max_epochs=3", "data.n_train=1500", "logger=tensorboard", "maps.n_examples=2",
        "trainer.enable_progress_bar=false", "test=false"]
 # the tabs pictured: the per-epoch maps and head roles, the training curves (val/ and train/ only, unsmoothed)
@@ -137,9 +142,6 @@ def check(url: str) -> dict:
 def first_cards(url: str) -> dict:
     """The first scalar tags TensorBoard's Time Series page shows, opened plainly and at the page the
     run names (attnexp.training.loggers.tensorboard_page: the loss curves pinned first)."""
-    sys.path.insert(0, str(REPO / "scripts"))
-    from common import page_dom
-
     from attnexp.training.loggers import tensorboard_page
 
     port = urllib.parse.urlsplit(url).port
@@ -164,9 +166,6 @@ def problems(found: dict) -> list[str]:
 
 
 def screenshot(url: str, path: Path, size: str = "1400,1000") -> None:
-    sys.path.insert(0, str(REPO / "scripts"))
-    from common import screenshot as chromium_screenshot
-
     chromium_screenshot(url, path, size, wait_ms=20000)
 
 
@@ -211,9 +210,6 @@ def main() -> None:
     ap.add_argument("--runs-in", default=None, metavar="DIR", help="train the runs, the study and the MLflow store in "
                     "DIR and keep them (default: a temporary folder, removed at the end)")
     args = ap.parse_args()
-    sys.path.insert(0, str(REPO / "scripts"))
-    from common import scratch
-
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     parts = args.parts.split(",")
@@ -301,9 +297,6 @@ def experiment_page(url: str, experiment_id: str, png: Path) -> dict:
     """The experiment's page as docs/runs.md links it (MLflow 3.17 opens an experiment on its GenAI view
     unless the link or the browser says Model training): whether the run is listed on it (by name) and
     whether MLflow put it on its GenAI view (traces) instead of the training runs; then a picture."""
-    sys.path.insert(0, str(REPO / "scripts"))
-    from common import page_dom
-
     page = f"{url}/#/experiments/{experiment_id}?workflowType=machine_learning"
     dom = page_dom(page, wait_ms=20000)
     screenshot(page, png, "1600,1000")

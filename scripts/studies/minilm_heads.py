@@ -34,6 +34,9 @@ RESULTS = REPO / "scripts" / "results"
 IMAGES = RESULTS / "images"
 SHARED = REPO.parent / "shared"
 PAIR = ("The keys to the cabinet are on the table.", "Where are the keys?")
+sys.path.insert(0, str(REPO / "scripts"))
+
+from common import scratch, screenshot  # noqa: E402
 
 
 def bodies(path: Path):
@@ -108,13 +111,6 @@ def markdown(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def screenshot(url: str, out: Path, size: str) -> None:
-    sys.path.insert(0, str(REPO / "scripts"))
-    from common import screenshot as shot
-
-    shot(url, out, size)
-
-
 def pictures(model: Path, data: Path, work: Path) -> dict:
     def maps(out: Path, *args: str) -> None:
         subprocess.run([sys.executable, "-m", "attnexp", "maps", f"hf={model}", f"out={out}", *args], cwd=REPO, check=True,
@@ -149,9 +145,6 @@ def main() -> None:
         for h in named:
             print(f"  L{h['layer']}H{h['head']}: {h['role']} {h['score']}")
     if "pictures" in args.parts:
-        sys.path.insert(0, str(REPO / "scripts"))
-        from common import scratch
-
         with scratch("minilm-maps-") as work:
             report["pictures"] = pictures(args.model, args.data, work)
     path.write_text(json.dumps(report, indent=2) + "\n")
