@@ -85,5 +85,5 @@ def left_behind(tmp: Path) -> list[str]:
     """What runs left in a test's temporary folder (own_tmp), with each entry's size in MB."""
     def mb(p: Path) -> float:
         return sum(f.stat().st_size for f in ([p] if p.is_file() else p.rglob("*")) if f.is_file()) / 1e6
-    return [f"{p.name} ({mb(p):.1f} MB)" for p in sorted(tmp.iterdir()) if not p.name.startswith(TOOLS_OWN)
-            or p.name == ".tensorboard-info" and any(p.iterdir())]
+    return [f"{p.name} ({mb(p):.1f} MB)" for p in sorted(tmp.iterdir())
+            if not p.name.startswith(TOOLS_OWN) or (p.name == ".tensorboard-info" and any(p.iterdir()))]  # a server left
