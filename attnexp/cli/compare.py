@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 
 from attnexp.config import layout
+from attnexp.config.checks import unwritable
+from attnexp.config.paths import default_paths
 from attnexp.config.secrets import hide_password, take_passwords
 from attnexp.results.compare import CompareError, markdown, newest_sweep, read, tables, write_csv
 
@@ -83,7 +85,6 @@ def compare_cli(argv: list[str]) -> int:
         if "study" in opts or "storage" in opts:
             paths += study_runs(opts.get("study"), opts.get("storage"))
         if not paths:
-            from attnexp.config.paths import default_paths  # paths.sweep_dir, spelled once in conf/
 
             paths = [newest_sweep(Path(str(default_paths()["sweep_dir"])))]
             print(f"attnexp compare: the newest sweep, {paths[0]}", file=sys.stderr)
@@ -120,8 +121,6 @@ def compare_cli(argv: list[str]) -> int:
 def output_problem(key: str, value: str) -> str | None:
     """One line when `key=value` names no file this user can write (empty: an unset variable; a folder;
     a path through a file; a read-only folder), else None."""
-    from attnexp.config.checks import unwritable
-
     if not value.strip() or Path(value).is_dir():
         return f"{key}={value}: give the file to write, e.g. {key}=runs.{'html' if key == 'report' else key}"
     return unwritable(Path(value).parent, key, f"the {key}= file into", fix=f"{key}=PATH")

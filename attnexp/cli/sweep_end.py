@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import shlex
+import shutil
 import sys
 from pathlib import Path
 
@@ -59,7 +60,6 @@ def nothing_ran(root: Path, subdir: str | None = ".hydra") -> bool:
     if not (isinstance(said, dict) and said.get("nothing_ran") is True) or sweep_jobs(root, subdir):
         return False
     if root.is_dir() and not any(p for p in root.rglob("*") if p.is_file() and p.name not in ("multirun.yaml", RESULTS)):
-        import shutil
 
         shutil.rmtree(root, ignore_errors=True)
     return True

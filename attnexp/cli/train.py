@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shlex
 import sys
 import time
@@ -12,10 +13,14 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from omegaconf import read_write
+
 from attnexp.cli.exits import EXIT, config_error, disk_is_full, exit_code, one_line_failure, stopped_at_start
 from attnexp.cli.sweep_end import finish_sweep, forget_refusals, nothing_ran, say_refused
+from attnexp.config import ConfigError
 from attnexp.config.checks import unwritable
-from attnexp.launch.compose import register_resolvers
+from attnexp.config.paths import conf_dir
+from attnexp.launch.compose import register_resolvers, register_schemas, with_config_dir
 from attnexp.results import summary
 from attnexp.results.summary import Status
 
@@ -35,9 +40,6 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
     """Exit codes: cli/exits.py. A single run's code is its own; a sweep's is 0 when every job
     completed, else 1. A stop signal ends either with the signal's code and a line saying how to
     resume."""
-    from attnexp.config import ConfigError
-    from attnexp.launch.compose import register_schemas
-
     register_schemas()
     try:
         argv, plan = planned(argv)
@@ -76,7 +78,6 @@ def train_cli(argv: list[str], started: float | None = None) -> int:
 def planned(argv: list[str]):
     """(the command line without its passwords, its Plan); a ConfigError for a flag Hydra's parser refuses
     or one attnexp does not take."""
-    from attnexp.config import ConfigError
     from attnexp.config.secrets import take_passwords
     from attnexp.launch.plan import Plan
 
@@ -90,10 +91,8 @@ def planned(argv: list[str]):
 def check_before_hydra(plan) -> int | None:
     """The command line composed once and checked (launch/command_line.precheck fills `plan`), its folder
     writable and not another run's: None, or the exit code after one line."""
-    from attnexp.config import ConfigError
     from attnexp.config.secrets import hide_password
     from attnexp.launch.command_line import precheck
-    from attnexp.launch.compose import with_config_dir
 
     flags, multirun, overrides = plan.flags, plan.multirun, plan.overrides
     try:  # --cfg, --info: checked as a run would be
@@ -173,7 +172,6 @@ def start_hydra(launch: Launch, mode) -> None:
     """Hydra on sys.argv, as @hydra.main starts it, with the run mode the plan composed (compat/hydra.run:
     one composition fewer than @hydra.main's); each job is `job`."""
     from attnexp.compat.hydra import run
-    from attnexp.config.paths import conf_dir
 
     run(lambda cfg: job(cfg, launch), sys.argv[1:], mode, str(conf_dir()))
 
@@ -208,7 +206,6 @@ def job(cfg, launch: Launch) -> float | None:
 
 
 def run_job(cfg, out: Path, sweep: bool, again: list[str], multirun: bool, started: float | None) -> float | None:
-    from attnexp.config import ConfigError
     from attnexp.launch.load import job_context, load_run
     from attnexp.training.stops import Interrupted, StopSignals
 
@@ -268,7 +265,6 @@ def one_job(out: Path):
     MASTER_PORT: the next job would take itself for a rank started from outside and wait for peers)
     and its process group are undone."""
     from hydra.core.hydra_config import HydraConfig
-    from omegaconf import read_write
 
     hc = HydraConfig.instance().cfg
     argv, env = list(sys.argv), dict(os.environ)
@@ -319,8 +315,6 @@ def say_stopped(result: dict, again: list[str], multirun: bool, out: Path) -> No
 def hydra_quote(value: str) -> str:
     """`value` as Hydra's override grammar reads it back: as it is where it holds only plain
     characters, else in double quotes (a folder named `run (copy)` pasted bare is a grammar error)."""
-    import re
-
     if re.fullmatch(r"[\w./~+@%:-]+", value):
         return value
     # Hydra's quoted strings: a quote is escaped, and so are the backslashes just before a quote or the end

@@ -3,6 +3,8 @@ types), the variant it selects with what it sets, its backends and what its weig
 
 from __future__ import annotations
 
+import sys
+
 
 def options() -> list[dict]:
     """conf/attention/*.yaml: each option's variant and the settings it adds (mask, n_kv_heads, ...)."""
@@ -26,8 +28,6 @@ def options() -> list[dict]:
 
 
 def variants_cli(argv: list[str]) -> int:
-    import sys
-
     from attnexp import attention
 
     if argv:

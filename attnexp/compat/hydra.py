@@ -5,6 +5,9 @@ installed Hydra."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 
 def args_parser():
     """Hydra's argparse parser (-m, --cfg, --info, --config-dir and the overrides)."""
@@ -40,8 +43,6 @@ def run(task_function, argv: list[str], mode, conf_dir: str) -> None:
     errors reported as Hydra reports them), less the composition it makes only to read `hydra.mode`
     (Hydra.get_mode): the caller has composed that config already and gives its `hydra.mode`. The flags
     Hydra answers itself (--help, --hydra-help, --cfg, --info, --resolve, completion) go to _run_hydra."""
-    import os
-
     from hydra import version
     from hydra._internal.hydra import Hydra
     from hydra._internal.utils import _run_app, _run_hydra, run_and_report
@@ -69,7 +70,6 @@ def save_job_files(task_cfg, out, subdir: str) -> None:
     hydra.yaml, overrides.yaml), written by the job once its folder `out` is its own: a sweep's jobs run
     with hydra.output_subdir=null, so that Hydra no longer overwrites the files of a run the job then refuses."""
     import copy
-    from pathlib import Path
 
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf, read_write

@@ -6,6 +6,7 @@ holds each to the installed versions."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 LEFT_QUEUE = "LEFT_QUEUE"  # not a SLURM state: squeue no longer lists the job, so it has ended
@@ -74,8 +75,6 @@ def lost_job_line(error: Exception) -> str:
     """submitit's UncompletedJobError (a job that ended without writing its result) in one line: the
     job, its state, where its logs are and the last line attnexp wrote to its error stream (else the
     stream's last line), and what to do."""
-    import re
-
     text = str(error)
     job, state, path = (re.search(rx, text) for rx in (r"Job (\S+)", r"\(state: ([^)]*)\)", r"with path (\S+)_result\.pkl"))
     stream = text.split("-" * 40, 1)[1] if "Error stream produced" in text and "-" * 40 in text else ""

@@ -12,6 +12,7 @@ import stat
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 
 class FileRefused(ValueError):
@@ -125,7 +126,6 @@ def sqlite_tables(path: Path | str) -> set[str]:
     FileRefused saying what it is otherwise. The one check both attnexp's stores take (an Optuna study
     file, MLflow's mlflow.db): which tables belong in it is each caller's to say."""
     import sqlite3
-    from urllib.parse import quote
 
     with regular(path) as (fd, _):
         head = os.read(fd, 16)

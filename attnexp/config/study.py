@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from attnexp.config.files import sqlite_file
 from attnexp.config.secrets import hide_password
@@ -63,7 +64,6 @@ class StudyStorage:
             return self.optuna()
         url, connect = self.url, {}
         if self.kind == "sqlite":
-            from urllib.parse import quote
 
             url = f"sqlite:///file:{quote(str(self.path.resolve()))}?mode=ro&uri=true"
         elif self.postgresql:

@@ -8,6 +8,7 @@ from dataclasses import asdict
 
 import lightning as L
 import torch
+import torch.distributed as dist
 from torch.utils.data import DataLoader, Sampler
 
 from attnexp.compat.lightning import fit_position
@@ -62,8 +63,6 @@ class EpochBatches(Sampler[list[int]]):
 
     @staticmethod
     def _world() -> tuple[int, int]:
-        import torch.distributed as dist
-
         if dist.is_available() and dist.is_initialized():
             return dist.get_rank(), dist.get_world_size()
         return 0, 1

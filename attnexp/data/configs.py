@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnexp.config import TaskConfig, check, plugins
-from attnexp.config.data import DataConfig, register
+from attnexp.config.data import DataConfig, load, register
 from attnexp.config.paths import default_cache_dir
 from attnexp.data.text_files import check_text_file
 
@@ -186,8 +186,6 @@ class SyntheticDataConfig(DataConfig):
 
 def load_data_config(raw: dict, task: TaskConfig) -> DataConfig:
     """The data config `raw` names (attnexp.config.data.load), the built-in data sets registered."""
-    from attnexp.config.data import load
-
     return load(raw, task)
 
 

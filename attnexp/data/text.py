@@ -15,20 +15,22 @@ the test split stays plain text.
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
+import datasets
 import numpy as np
 import torch
+from tokenizers import Tokenizer, decoders, models, normalizers
+from tokenizers.pre_tokenizers import ByteLevel
 
+from attnexp.data.encoder import TextEncoder
 from attnexp.data.newsgroups import NewsgroupsDataModule
 from attnexp.data.table import Table
-from attnexp.data.tokenizer import SUBWORD_SPECIALS
+from attnexp.data.tokenizer import SUBWORD_SPECIALS, finish, get_tokenizer
 
 
 def byte_tokenizer(lowercase: bool):
     """A tokenizer.json-shaped byte-level tokenizer: the 5 specials, then one token per byte."""
-    from tokenizers import Tokenizer, decoders, models, normalizers
-    from tokenizers.pre_tokenizers import ByteLevel
-
     vocab = {t: i for i, t in enumerate(SUBWORD_SPECIALS + sorted(ByteLevel.alphabet()))}
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="[UNK]"))
     tok.pre_tokenizer = ByteLevel(add_prefix_space=False, use_regex=False)
@@ -84,22 +86,18 @@ class TextDataModule(NewsgroupsDataModule):
     def tokenizer(self, texts_fn):
         c = self.cfg
         if c.tokenizer_model != "bytes" or c.tokenizer:
-            from attnexp.data.tokenizer import get_tokenizer
 
             key = {"text_stream": True, "model": c.tokenizer_model, "vocab_size": c.vocab_size, "lowercase": c.lowercase,
                    "posts": len(texts_fn())}
             return get_tokenizer(c.tokenizer, texts_fn, self.cache / "tokenizers", key, c.tokenizer_model,
                                  c.vocab_size, c.lowercase, c.max_len)[0]
-        from attnexp.data.tokenizer import finish
 
         return finish(byte_tokenizer(c.lowercase), c.max_len)
 
     def setup(self, stage: str | None = None) -> None:
         if self.windows:
             return
-        import datasets
 
-        from attnexp.data.encoder import TextEncoder
 
         datasets.disable_progress_bars()
         c = self.cfg
@@ -107,7 +105,6 @@ class TextDataModule(NewsgroupsDataModule):
         tok = self.tokenizer(lambda: splits["train"]["text"])
         self.encoder = TextEncoder("tokenizer", tok.to_str(), c.lowercase, c.max_len)
         if self.run_dir:
-            from pathlib import Path
 
             tok.save(str(Path(self.run_dir) / "tokenizer.json"))
         tok.no_truncation()  # posts whole: the windows cut the stream

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
@@ -93,7 +94,6 @@ def from_text(text: str) -> Tokenizer:
     Precompiled normalizer whose charsmap is garbage) panics there, which reaches Python as pyo3's
     PanicException, a BaseException that `except Exception` lets through, after Rust's panic hook has
     printed its own lines to the process's stderr. Both are caught here: a ValueError of one line."""
-    import os
     import tempfile
 
     saved = os.dup(2)

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from attnexp.config import MapsConfig
+from attnexp.data.collate import pad
 from attnexp.heads import explain, importance, quantities, roles
 from attnexp.heads.probe import Probe, attention_maps
 from attnexp.heads.record import Analysis
@@ -163,8 +164,6 @@ def _rollout_and_flow(a: Analysis, w: np.ndarray, probe: Probe, cfg: MapsConfig,
 def relevance(model, probe: Probe, pad_id: int, ctx: Context) -> list[dict]:
     """Per probe example: the predicted class (and the true one, where the probe has labels) and
     each token's relevance to it (explain.gradient_relevance)."""
-    from attnexp.data.collate import pad
-
     device = next(model.parameters()).device
     with torch.inference_mode(False):  # Lightning validates under inference_mode: these tensors need autograd
         ids, pad_mask = probe.batch(pad_id, device)

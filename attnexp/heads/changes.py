@@ -15,6 +15,7 @@ resolution, which is all the file can say.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from dataclasses import asdict, dataclass
 
@@ -66,8 +67,6 @@ class Change(_Dated):
 
 
 def available() -> bool:
-    import importlib.util
-
     return importlib.util.find_spec("ruptures") is not None
 
 

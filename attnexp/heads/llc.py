@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import random
 import tempfile
+import time
 import warnings
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -196,7 +197,6 @@ class Reader:
     def at(self, step: int, model) -> tuple[float | None, float | None]:
         if step not in self.steps:
             return None, None
-        import time
 
         start = time.perf_counter()
         e = estimate(model, self.ids, self.settings, self.seed)

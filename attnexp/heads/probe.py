@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from attnexp.data.collate import pad
 
@@ -76,8 +77,6 @@ def _masked(out, pad_mask) -> torch.Tensor:
 
 def _token_loss(model, out, ids, pad_mask) -> torch.Tensor | None:
     """A causal language model's next-token loss at each position (B, T-1), 0 past an example's end."""
-    import torch.nn.functional as F
-
     if model.head_kind != "lm" or not model.causal:
         return None
     return F.cross_entropy(out.logits[:, :-1].float().transpose(1, 2), ids[:, 1:], reduction="none") * pad_mask[:, 1:]

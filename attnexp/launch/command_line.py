@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import difflib
 import re
+from dataclasses import fields
 
 from omegaconf import OmegaConf
 
 from attnexp.config import ConfigError, split_override
-from attnexp.launch.compose import compose
+from attnexp.config.paths import conf_dir
+from attnexp.launch.compose import compose, register_schemas, search_path
 
 _TYPES = {"Integer": "an integer", "Float": "a number", "Boolean": "true or false", "bool": "true or false"}
 
@@ -100,8 +102,6 @@ PRUNER_KEYS = ("n_startup_trials", "n_warmup_steps")  # attnexp's sweeper keys t
 def sweeper_key(key: str) -> str:
     """A key attnexp's Optuna sweeper does not take (lightning-hydra-template's sampler/pruner nodes):
     the keys it does take, and the one meant where there is one."""
-    from dataclasses import fields
-
     from hydra_plugins.attnexp_optuna_sweeper.sweeper import AttnexpOptunaSweeperConf
 
     keys = [f.name for f in fields(AttnexpOptunaSweeperConf) if not f.name.startswith("_") and f.name not in ("trial", "origin")]
@@ -158,8 +158,6 @@ def unknown_key(key: str, overrides: list[str]) -> str:
 
 def close_group(key: str) -> str | None:
     """A config group whose name is a near spelling of `key` (a top-level name), or None."""
-    from attnexp.config.paths import conf_dir
-
     if "." in key:
         return None
     groups = sorted(p.name for p in conf_dir().iterdir() if p.is_dir() and p.name != "hydra") + ["local"]
@@ -173,7 +171,6 @@ def sweep_jobs(overrides: list[str]) -> list[list[str]]:
 
     from attnexp.compat.hydra import config_loader
     from attnexp.compat.hydra import sweep_jobs as basic_sweeper_jobs
-    from attnexp.launch.compose import register_schemas, search_path
 
     register_schemas()  # imports our sweeper plugin first: Hydra's plugin scan cannot import its dataclasses itself
     # the config loader answers glob(): `-m experiment=glob(*)` lists conf/experiment/ and a user's

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from attnexp.config import AttentionConfig, CheckpointConfig, ConfigError, MapsConfig, ModelConfig, OptimConfig, TaskConfig
+from attnexp.config.data import DATA_SETS
 from attnexp.config.paths import conf_dir
 
 
@@ -12,8 +14,6 @@ def with_config_dir(overrides: list[str], config_dir: str | None) -> list[str]:
     """`overrides` with Hydra's `--config-dir DIR` as the `hydra.searchpath` entry it amounts to (after
     any the user gave), so attnexp's checks compose what Hydra's run will: a user's own
     experiment/, attention/ or data/ yaml beside attnexp's. A folder that is not there is one line."""
-    from attnexp.config import ConfigError
-
     if not config_dir:
         return list(overrides)
     folder = Path(config_dir).expanduser().resolve()
@@ -94,8 +94,6 @@ def register_schemas() -> None:
     `optim_schema@optim`), so every key exists on every option and a wrong type fails at compose time."""
     from hydra.core.config_store import ConfigStore
 
-    from attnexp.config import AttentionConfig, CheckpointConfig, MapsConfig, ModelConfig, OptimConfig, TaskConfig
-    from attnexp.config.data import DATA_SETS
     from attnexp.data import configs  # noqa: F401  (registers the built-in data sets)
 
     register_resolvers()

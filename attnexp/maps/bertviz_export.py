@@ -7,6 +7,7 @@ page draws offline: on a cluster node, from an archived run dir."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -26,8 +27,6 @@ def _libraries() -> str:
 
 
 def available() -> bool:
-    import importlib.util
-
     return importlib.util.find_spec("bertviz") is not None
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnexp.config import ConfigError, MapsConfig, layout
+from attnexp.config.checks import unwritable
 
 
 @dataclass
@@ -36,8 +37,6 @@ def free_folder(base: Path) -> Path:
 
 def out_folder(out: str | None, default: Path) -> Path:
     """`out` (which must be new or empty), or `default` made free (`free_folder`)."""
-    from attnexp.config.checks import unwritable
-
     if out and Path(out).exists() and not Path(out).is_dir():
         raise ConfigError(f"out={str(out)!r} is a file; give a folder (a new or empty one) for the maps")
     problem = unwritable(Path(out) if out else default, "out", "the maps' folder")

@@ -12,7 +12,7 @@ import io
 from functools import cache, lru_cache
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
+from PIL import GifImagePlugin, Image, ImageDraw, ImageFont
 
 from attnexp.config.paths import whole
 from attnexp.maps.view import LUT, SCALES, colours, fit, is_signed, rows_note, scaled
@@ -153,8 +153,6 @@ class Animation:
         self.frames: list[bytes] = []
 
     def add(self, frame: Image.Image) -> None:
-        from PIL import GifImagePlugin
-
         if self.size is None:
             self.size = frame.size
         elif frame.size != self.size:

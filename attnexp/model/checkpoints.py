@@ -13,6 +13,7 @@ import torch
 
 from attnexp import attention
 from attnexp.config import AttentionConfig, ConfigError, ModelConfig, TaskConfig, check, from_dict, layout
+from attnexp.model.transformer import Transformer
 
 NAMES = (layout.INTERRUPTED, layout.LAST, layout.STEPS)  # what `resume=auto` considers, newest step first
 MODEL_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "max_len", "pos_emb", "tie_embeddings")
@@ -159,8 +160,6 @@ def model_from_checkpoint(ckpt: dict, path: str | Path, key: str = "ckpt"):
     """The Transformer a checkpoint describes, in eval mode: its settings checked like a config
     (a stranger's file cannot ask for an absurd size), its tensors checked against the model built
     from them, its weights loaded. Returns (model, hyper_parameters)."""
-    from attnexp.model.transformer import Transformer
-
     hp = ckpt["hyper_parameters"]
     try:
         m = from_dict(ModelConfig, hp["model"], "model")

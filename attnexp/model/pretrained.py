@@ -25,6 +25,7 @@ Loading goes through `transformers` (pip install 'attnexp[hf]'); safetensors fil
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -33,7 +34,8 @@ import torch
 
 from attnexp import attention
 from attnexp.config import AttentionConfig, ConfigError, ModelConfig, hub_offline
-from attnexp.config.paths import whole
+from attnexp.config.paths import default_cache_dir, whole
+from attnexp.model.transformer import Transformer
 
 KINDS = {"bert": "BERT-family encoder", "gpt2": "GPT-2-family decoder"}
 
@@ -157,7 +159,6 @@ def checked_sizes(source: str, m: ModelConfig, a: AttentionConfig, vocab) -> tup
         raise ConfigError(f"hf:{source}: config.json: {e}") from None
     held = held_in_folder(Path(source))
     if held is not None:
-        from attnexp.model.transformer import Transformer
 
         with torch.device("meta"):
             meta = Transformer(m, a, vocab)
@@ -217,8 +218,6 @@ def tokenizer_of(source: str, cache_dir: str | None = None) -> str:
 def converted_tokenizer(folder: Path, cache_dir: str | None = None) -> Path:
     """The fast tokenizer transformers builds from a checkpoint's slow-tokenizer files (vocab.txt),
     saved once as tokenizer.json in the cache, keyed by the files it was built from."""
-    import hashlib
-
     files = sorted(p for p in folder.iterdir() if p.name in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"))
     if not any(p.name == "vocab.txt" for p in files):
         raise ConfigError(f"hf:{folder} has neither tokenizer.json nor vocab.txt; save the tokenizer there with "
@@ -229,7 +228,6 @@ def converted_tokenizer(folder: Path, cache_dir: str | None = None) -> Path:
         digest = hashlib.sha256(b"".join(read_bytes(p, 64 << 20) for p in files)).hexdigest()[:16]
     except FileRefused as e:
         raise ConfigError(f"hf:{folder}: its tokenizer files cannot be used ({e})") from None
-    from attnexp.config.paths import default_cache_dir
 
     cache = Path(cache_dir or default_cache_dir()).expanduser() / "hf-tokenizers"
     path = cache / f"tokenizer-{digest}.json"

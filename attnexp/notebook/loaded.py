@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attnexp.config import ConfigError, MapsConfig, layout
+from attnexp.config import AttentionConfig, ConfigError, MapsConfig, ModelConfig, layout
 
 
 @dataclass
@@ -48,7 +48,6 @@ class Loaded:
         """A BERT- or GPT-2-family model through transformers (attnexp.model.pretrained), its
         tokenizer through tokenizers."""
         from attnexp import attention
-        from attnexp.config import AttentionConfig, ModelConfig
         from attnexp.model import Transformer, pretrained
 
         m, a = pretrained.configs(source, ModelConfig(), AttentionConfig(backend="eager"))
@@ -176,7 +175,6 @@ def pretrained_tokenizer(source: str, max_len: int):
     may carry (sentence-transformers checkpoints pad every text to a fixed 128: those would be
     drawn and counted as real tokens), truncated at the model's `max_len` instead. Its
     post-processor (BERT's [CLS] A [SEP] B [SEP] with token types) stays."""
-
     from attnexp.data.tokenizer import read_tokenizer
     from attnexp.model.pretrained import hf_config, tokenizer_of
 

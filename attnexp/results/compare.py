@@ -13,6 +13,7 @@ import math
 import os
 import socket
 import sys
+from collections import Counter
 from pathlib import Path
 
 from attnexp.config import higher_is_better, layout, split_override  # no torch import there either
@@ -89,8 +90,6 @@ def status_of(s: dict) -> str:
 
 def status_counts(summaries) -> dict[str, int]:
     """How many runs stand in each status (killed runs apart from running ones), in the order met."""
-    from collections import Counter
-
     return dict(Counter(standing(s)[0] for s in summaries))
 
 

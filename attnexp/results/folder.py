@@ -13,7 +13,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from attnexp.config import ConfigError, layout
+from attnexp.config import ConfigError, layout, split_override
 
 LOCK = layout.LOCK
 
@@ -90,7 +90,6 @@ def other_settings(folder: Path, resume: str | None, job) -> str | None:
     launch's of a study kept in memory. That run is not this job's, nor its result this job's value."""
     if resume != "auto" or job is None or not job.swept:
         return None
-    from attnexp.config import split_override
     from attnexp.results import summary
 
     try:

@@ -21,6 +21,7 @@ import numpy as np
 
 from attnexp.config import higher_is_better, layout
 from attnexp.heads import quantities
+from attnexp.heads.importance import SHARE, heads_for_share
 from attnexp.maps import snapshot
 from attnexp.results.compare import RUN_CELLS, Table, metric_cells, run_columns, status_counts, status_of, value
 from attnexp.results.summary import Status
@@ -165,7 +166,6 @@ def importance_and_roles(t: Table) -> str:
     role (heads.roles)."""
     import matplotlib.pyplot as plt
 
-    from attnexp.heads.importance import SHARE, heads_for_share
 
     rows, curves_, role_rows = [], [], []
     for st, idx in t.groups():

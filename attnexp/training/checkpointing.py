@@ -14,7 +14,7 @@ from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from attnexp.compat.lightning import on_last_batch, saved_at_step
-from attnexp.config import layout
+from attnexp.config import ConfigError, layout
 from attnexp.config.paths import whole
 from attnexp.results.compare import alive
 
@@ -178,8 +178,6 @@ def check_state(state) -> None:
     """The maps callback's state in a checkpoint, typed before it is used: the epochs it drew (ints), its
     best alignment (numbers or null) and its last timeline step (an int or null). Before: a string or
     null there were tracebacks, and a forged history was copied into the new run's record."""
-    from attnexp.config import ConfigError
-
     def count(x) -> bool:
         return isinstance(x, int) and not isinstance(x, bool) and -1 <= x < 10**9
 

@@ -9,6 +9,7 @@ import sys
 import time
 
 import lightning as L
+from tqdm import tqdm
 
 log = logging.getLogger("attnexp")
 
@@ -85,8 +86,6 @@ class _BarSafe(logging.Handler):
         self.setFormatter(inner.formatter)
 
     def emit(self, record):
-        from tqdm import tqdm
-
         try:
             tqdm.write(self.format(record), file=self.inner.stream)
         except Exception:

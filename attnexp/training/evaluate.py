@@ -5,13 +5,19 @@ it (data_identity); `data.*` overrides may change it where the tokenizer stays t
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import time
+from dataclasses import MISSING, fields
 from pathlib import Path
+
+import torch
 
 from attnexp.config import ConfigError, MapsConfig, TaskConfig, check, from_dict, layout, split_override
 from attnexp.config.checks import unwritable
+from attnexp.config.data import DATA_SETS
+from attnexp.config.paths import whole
 from attnexp.model import checkpoints
 from attnexp.results import summary
 from attnexp.results.summary import Status
@@ -56,10 +62,6 @@ def data_config(ckpt: dict, path: Path, overrides: list[str], task: TaskConfig):
 
 def default_of(raw: dict, key: str):
     """A data set's default for `key` (its config class's), or None."""
-    from dataclasses import MISSING, fields
-
-    from attnexp.config.data import DATA_SETS
-
     cls = DATA_SETS.get(raw.get("name"))
     f = next((f for f in fields(cls) if f.name == key), None) if cls else None
     if f is None:
@@ -143,7 +145,6 @@ def Kept():
     """A callback keeping a classifier's predictions and labels of every test batch on the device (no
     host read a batch), then in the split's order: what a paired test of two models needs."""
     import lightning as L
-    import torch
 
     class KeptPredictions(L.Callback):
         def __init__(self):
@@ -180,10 +181,7 @@ def write_evaluation(folder: Path, path: Path, split: str, metrics: dict, cfg, d
               "task": summary.task_record(task), "wall_time_s": round(time.time() - t0, 2), "versions": summary.versions(),
               **({"test_read_noted_in": noted} if noted else {})}
     if predicted is not None:
-        import json
 
-        from attnexp.config import layout
-        from attnexp.config.paths import whole
 
         with whole(folder / layout.PREDICTIONS) as tmp:
             tmp.write_text(json.dumps({"split": split, **predicted}, separators=(",", ":")))

@@ -12,12 +12,15 @@ this module imports no Lightning: checking a config does not pay for it. A logge
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
+import re
 import shlex
 from pathlib import Path
 from typing import Any
 
-from attnexp.config import ConfigError, layout
+from attnexp.config import ConfigError, layout, split_override
 
 Logger = Any  # a lightning.pytorch.loggers.Logger (not imported: see above)
 
@@ -79,8 +82,6 @@ def tensorboard_page(port: int = 6006) -> str:
     TensorBoard offers no order of one's own (its maintainers point to tag names or the Custom
     Scalars tab, tensorflow/tensorboard#865); what it does read from the page's address is which
     cards are pinned (`pinnedCards`, a JSON list of {plugin, tag})."""
-    import json
-
     pins = json.dumps([{"plugin": "scalars", "tag": t} for t in LOSS_CURVES], separators=(",", ":"))
     return f"http://localhost:{port}/?pinnedCards={pins}#timeseries"
 
@@ -263,8 +264,6 @@ def charts_layout(logged) -> dict:
     """TensorBoard's Custom Scalars layout: the training curves, each per-head quantity's layer
     means on one chart (every layer a line: heads.quantities), and what matters; a chart of the
     maps only where `logged` (the maps' scalar names) has a line for it."""
-    import re
-
     from attnexp.heads import quantities
 
     per_layer = {label: ["Multiline", [rf"^{quantities.QUANTITIES[name].prefix}/L\d+/{name}$"]]
@@ -336,7 +335,6 @@ def installed_loggers(specs: dict, choice: str | None) -> dict:
     """The logger specs whose package is installed, each checked by its adapter: `logger=many` leaves an
     optional one out with a line, a logger asked for by name needs it (a one-line ConfigError with the
     install command)."""
-    import importlib.util
     import logging
 
     out = {}
@@ -360,7 +358,6 @@ def sweep_fields(spec: dict, sweep_dir: str | None, swept: list[str], overrides:
     groups the runs of one sweep); outside a sweep, unchanged."""
     if not sweep_dir:
         return spec
-    from attnexp.config import split_override
 
     values = [o.lstrip("+~") for o in overrides or [] if split_override(o)[0] in swept]
     return spec_adapter(spec).sweep_fields(spec, sweep_dir, swept, values)

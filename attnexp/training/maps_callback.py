@@ -27,7 +27,7 @@ from attnexp.heads.analysis import Analysis, Context, context_of, induction_pair
 from attnexp.heads.probe import Probe, attention_maps, light_reading, maps_and_token_loss, probe_from
 from attnexp.maps import render, snapshot
 from attnexp.maps.background import Drawer
-from attnexp.maps.html import Viewer
+from attnexp.maps.html import Viewer, timeline_data
 from attnexp.maps.view import is_signed
 from attnexp.training.checkpointing import check_state
 from attnexp.training.loggers import log_histogram, log_image, log_layout, log_table
@@ -323,7 +323,6 @@ class AttentionMaps(L.Callback):
             log.info("heads: %s", f.line())
         if len(formed) > 12:
             log.info("heads: ... and %d more formations (summary.json, maps/timeline.png)", len(formed) - 12)
-        from attnexp.maps.html import timeline_data
 
         self._timeline_view = timeline_data(t, formed, render.TIMELINE_SHOWN, moved)
         if trainer is not None and formed and self.cfg.images_to_logger:

@@ -7,8 +7,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from attnexp.config import ConfigError
-from attnexp.config.files import sqlite_file
+from attnexp.config import ConfigError, check
+from attnexp.config.checks import unwritable
+from attnexp.config.files import FileRefused, sqlite_file, sqlite_tables
 
 
 def check_store(uri: str) -> None:
@@ -18,8 +19,6 @@ def check_store(uri: str) -> None:
     path = sqlite_file(uri)
     if path is None:
         return  # a tracking server, or another store MLflow checks itself
-    from attnexp.config import check
-    from attnexp.config.checks import unwritable
 
     bad = sorted({c for c in "?#" if c in str(path)})
     check(not bad, f"paths.log_dir holds {' and '.join(repr(c) for c in bad)}, which MLflow's SQLite store URI "
@@ -27,7 +26,6 @@ def check_store(uri: str) -> None:
     problem = unwritable(path.parent, "paths.log_dir", "MLflow's store in")
     check(problem is None, problem or "")
     if path.exists():
-        from attnexp.config.files import FileRefused, sqlite_tables
 
         try:  # the same check an Optuna study file takes (config.files.sqlite_tables)
             tables = sqlite_tables(path)

@@ -167,7 +167,6 @@ class RunRecorder(L.Callback):
         seconds = time.perf_counter() - e["t0"]
         tokens, flops = e["tokens"], e["flops"]
         if trainer.world_size > 1:  # what every rank trained on (one all-reduce an epoch), not rank 0's times the ranks
-            import torch
 
             seen = trainer.strategy.reduce(torch.tensor([tokens, self.tokens, flops], dtype=torch.float64,
                                                         device=trainer.strategy.root_device), reduce_op="sum").tolist()

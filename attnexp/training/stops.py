@@ -6,6 +6,7 @@ is the one place an exception becomes a status (the command line turns statuses 
 from __future__ import annotations
 
 import errno
+import os
 import shutil
 import signal
 import threading
@@ -59,8 +60,6 @@ def unwritable(exc: BaseException) -> str | None:
     """One line for a write that a read-only or forbidden place refused mid-run (a folder of the run
     made unwritable, or remounted read-only, while it trained), or None: it named the file and the
     errno, under a 40-frame traceback."""
-    import os
-
     refused = next((e for e in causes(exc) if isinstance(e, OSError) and e.filename
                     and e.errno in (errno.EROFS, errno.EACCES, errno.EPERM)), None)
     if refused is None:

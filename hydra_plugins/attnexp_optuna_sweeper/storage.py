@@ -7,6 +7,7 @@ import re
 from contextlib import contextmanager
 from pathlib import Path
 
+from attnexp.config.files import FileRefused, sqlite_tables
 from attnexp.config.secrets import hide_password
 from attnexp.config.study import StudyStorage
 
@@ -30,7 +31,6 @@ def check_sqlite(path: Path) -> None:
                          f"hydra.sweeper.storage=sqlite:///{path}/study.db")
     if not path.exists():
         return
-    from attnexp.config.files import FileRefused, sqlite_tables
 
     try:
         tables = sqlite_tables(path)

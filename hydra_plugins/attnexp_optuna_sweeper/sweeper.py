@@ -7,6 +7,7 @@ Search spaces use Hydra's sweep syntax, in `hydra.sweeper.params` or on the comm
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
@@ -21,10 +22,11 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep
 from hydra.core.plugins import Plugins
+from hydra.errors import CompactHydraException
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
-from attnexp.config import layout
+from attnexp.config import higher_is_better, layout
 from attnexp.config.study import StudyStorage
 from hydra_plugins.attnexp_optuna_sweeper.storage import SweepError, check, check_study_name, dashboard_command, schema_lock
 from hydra_plugins.attnexp_optuna_sweeper.trials import Heartbeat, counted, launch_seed
@@ -108,7 +110,6 @@ class OptunaSweeper(Sweeper):
     def direction(self) -> str:
         if self.s.direction != "auto":
             return self.s.direction
-        from attnexp.config import higher_is_better
 
         return "maximize" if higher_is_better(self.monitor()) else "minimize"
 
@@ -135,8 +136,6 @@ class OptunaSweeper(Sweeper):
     def storage(self):
         """The Optuna storage `hydra.sweeper.storage` names: an RDB (SQLite, PostgreSQL, MySQL) with
         heartbeats and retries of a dead launch's trials, or a journal file; None: in memory."""
-        import inspect
-
         import optuna
 
         if self.where is None or self.where.kind == "journal":
@@ -230,7 +229,6 @@ class OptunaSweeper(Sweeper):
         whole); anything else as it was."""
         if self.where is None or self.where.kind != "journal" or isinstance(e, SweepError):
             return e
-        from hydra.errors import CompactHydraException
 
         first = " ".join(str(e).split())[:100] or type(e).__name__
         sweep = Path(self.config.hydra.sweep.dir)
