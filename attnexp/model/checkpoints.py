@@ -23,9 +23,11 @@ MODEL_PREFIX = "model."  # the Lightning module keeps the Transformer as `model`
 def load(path: str | Path, key: str = "ckpt") -> dict:
     """The checkpoint as a dict of plain data, memory-mapped (sizes and settings are read without
     reading every tensor). Anything else is a ConfigError naming `key=path`."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"{key}={str(path)!r}: no such checkpoint file (runs keep them in <run>/checkpoints/)")
+    p, given = Path(path), str(path)
+    if not p.is_file():  # Path("") is "." : the empty value is said as given
+        what = ("= is empty" if not given.strip() else f"={given!r} is a folder" if p.is_dir()
+                else f"={given!r}: no such checkpoint file")
+        raise ConfigError(f"{key}{what} (runs keep their checkpoints in <run>/checkpoints/)")
     with open(p, "rb") as f:
         magic = f.read(4)
     if not (magic.startswith(b"PK\x03\x04") or magic[:1] == b"\x80"):  # torch.save's zip, or a legacy pickle

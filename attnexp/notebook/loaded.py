@@ -37,8 +37,8 @@ class Loaded:
         from attnexp.data.encoder import TextEncoder
         from attnexp.model import checkpoints
 
-        path = Path(path)
         data = checkpoints.load(path, "ckpt")
+        path = Path(path)
         enc = TextEncoder.from_checkpoint(data, "ckpt", path)
         model, hp = checkpoints.model_from_checkpoint(data, path)
         return cls(model, path.name, enc.pad_id, enc.first_word_id, enc, hp, path, int(data.get("epoch", 0)))

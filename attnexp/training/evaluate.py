@@ -86,7 +86,7 @@ def evaluate(ckpt_path: str | Path, split: str | None = None, overrides: list[st
     check(split is None or split in SPLITS, f"split={split!r} is not one of: {', '.join(SPLITS)}")
     problem = unwritable(Path(out) if out else path.parent.parent / layout.EVAL, "out", "the evaluation's folder")
     check(problem is None, problem or "")  # before the evaluation, not after it
-    ckpt = checkpoints.load(path, "ckpt")
+    ckpt = checkpoints.load(ckpt_path, "ckpt")
     model, hp = checkpoints.model_from_checkpoint(ckpt, path)  # sizes checked before anything is built
     task = from_dict(TaskConfig, hp["task"], "task")
     cfg = data_config(ckpt, path, list(overrides), task)

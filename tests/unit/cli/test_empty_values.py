@@ -24,3 +24,20 @@ def test_an_empty_prompt_is_still_a_prompt(capsys):
     assert main(["sample", "prompt=", "ckpt="]) == 2
     err = capsys.readouterr().err
     assert "ckpt= is empty" in err and "prompt" not in err.split(";")[0]  # refused for its ckpt, not its prompt
+
+
+@pytest.mark.parametrize("call", ["evaluate", "load", "sample", "draw_maps"])
+def test_the_library_names_an_empty_or_folder_checkpoint_as_given(call, tmp_path, monkeypatch):
+    """The same from a notebook: api.evaluate(""), api.load("") ... said "ckpt='.'" (the empty string had
+    become Path('') before checkpoints.load saw it), and a folder was "no such checkpoint file"."""
+    from attnexp import api
+    from attnexp.config import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+    calls = {"evaluate": lambda c: api.evaluate(c), "load": lambda c: api.load(c),
+             "sample": lambda c: api.sample(c, "the"), "draw_maps": lambda c: api.draw_maps(ckpt=c, texts=["the"])}
+    with pytest.raises(ConfigError, match=r"^ckpt= is empty "):
+        calls[call]("")
+    with pytest.raises(ConfigError, match=r"^ckpt='\.' is a folder "):
+        calls[call](".")
+    assert not any(tmp_path.iterdir())  # nothing written on the way
