@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,11 +15,11 @@ import pytest
 
 from attnexp.cli import main
 from attnexp.results.compare import Table, group_rows
+from helpers import browser
 from helpers.runs import options
 
 TINY = ["trainer.max_epochs=2", "data.n_sentences=300", "logger=none", "model.d_model=32", "test=false",
         "maps.n_examples=2"]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def fake(seed: int, variant: str, loss: float, status: str = "completed") -> tuple[Path, dict]:
@@ -65,15 +64,13 @@ def test_a_sweep_of_variants_and_seeds_becomes_a_report(tmp_path, monkeypatch, c
     page = report.read_text()
     assert page.count("<svg") == 3 and "Groups of seeds" in page and page.count('>viewer</a>') == 4  # 4 viewer links
     assert not [m for m in ('src="http', 'href="http', "url(http", "<script") if m in page]  # self-contained: no network
-    if CHROMIUM is None:
+    if browser.CHROMIUM is None:
         pytest.skip("needs Debian's chromium to open the report")
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
-             f"--user-data-dir={tmp_path / 'chromium'}", "--window-size=1200,2400", "--virtual-time-budget=5000"]
-    dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", report.as_uri()], capture_output=True, text=True,
-                         timeout=120).stdout
+    profile = tmp_path / "chromium"
+    dom = browser.open_page(report.as_uri(), "--dump-dom", profile, size="1200,2400", wait_ms=5000)
     assert dom.count("<svg") == 3 and dom.count("<tr") >= 1 + 2 + 1 + 4, dom[:500]  # group table, run table
     shot = tmp_path / "report.png"
-    subprocess.run([CHROMIUM, *flags, f"--screenshot={shot}", report.as_uri()], capture_output=True, timeout=120)
+    browser.open_page(report.as_uri(), f"--screenshot={shot}", profile, size="1200,2400", wait_ms=5000)
     from PIL import Image
 
     px = np.asarray(Image.open(shot).convert("RGB")).reshape(-1, 3)

@@ -14,8 +14,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium); "
                                                              ".ci/run installs it")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--window-size=900,900",
-         "--virtual-time-budget=10000"]  # pages that inflate their data asynchronously get the time to draw
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 # Markup that, if it ever became part of a page, marks the body (the check needs no alert dialog).
 PAYLOAD = "<img src=x onerror=\"document.body.dataset.pwned='yes'\">"
@@ -25,8 +24,14 @@ def dump_dom(page: Path, fragment: str = "") -> str:
     """The page's DOM after its scripts ran (the URL fragment, e.g. `view=text&token=0`, opens a view)."""
     url = page.resolve().as_uri() + (f"#{fragment}" if fragment else "")
     with tempfile.TemporaryDirectory(prefix="attnexp-chromium-", ignore_cleanup_errors=True) as profile:
-        return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--dump-dom", url], capture_output=True,
-                              text=True, timeout=120).stdout
+        return open_page(url, "--dump-dom", Path(profile))
+
+
+def open_page(url: str, action: str, profile: Path, size: str = "900,900", wait_ms: int = 10000) -> str:
+    """Chromium's `action` on the page (`--dump-dom`: its DOM printed; `--screenshot=FILE`), with its profile
+    in `profile` and `wait_ms` of virtual time, so pages that inflate their data asynchronously get to draw."""
+    flags = [*FLAGS, f"--window-size={size}", f"--virtual-time-budget={wait_ms}", f"--user-data-dir={profile}"]
+    return subprocess.run([CHROMIUM, *flags, action, url], capture_output=True, text=True, timeout=120).stdout
 
 
 def injected(dom: str) -> bool:

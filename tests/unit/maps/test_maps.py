@@ -3,9 +3,6 @@ the HTML viewer in a real browser, and `attnexp maps`."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-
 import numpy as np
 import pytest
 import torch
@@ -15,6 +12,7 @@ from attnexp.api import load_run, train
 from attnexp.config import AttentionConfig, ModelConfig
 from attnexp.heads import quantities, stats
 from attnexp.model import Transformer
+from helpers import browser
 from helpers.runs import compose_cfg
 from helpers.variants import EXTRA
 
@@ -174,25 +172,18 @@ def test_a_classifier_run_logs_each_tokens_relevance_to_its_classes(tmp_path):
     assert '"singular"' in page and '"plural"' in page  # the class names the viewer shows
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium); .ci/run installs it")
+@browser.needs_chromium
 def test_viewer_renders_in_headless_chromium(tmp_path):
     from attnexp.maps.html import write_viewer
 
     w = np.zeros((2, 1, 2, 5, 5), dtype=np.float32)
     w[..., np.arange(5), np.arange(5)] = 1.0
     write_viewer(tmp_path / "viewer.html", [(0, w), (1, w)], [["[BOS]", "a", "b", "c", "[EOS]"]], 64, title="t")
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp_path / 'chromium'}", "--window-size=900,900",
-             "--virtual-time-budget=10000"]  # the page inflates its data asynchronously before drawing
-    url = (tmp_path / "viewer.html").as_uri()
-    dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+    url, profile = (tmp_path / "viewer.html").as_uri(), tmp_path / "chromium"
+    dom = browser.open_page(url, "--dump-dom", profile)
     assert 'data-rendered="yes"' in dom and "5 tokens" in dom, dom[-500:]
     shot = tmp_path / "shot.png"
-    subprocess.run([CHROMIUM, *flags, f"--screenshot={shot}", url], capture_output=True, timeout=120)
+    browser.open_page(url, f"--screenshot={shot}", profile)
     from PIL import Image
 
     px = np.asarray(Image.open(shot).convert("RGB")).reshape(-1, 3)

@@ -14,6 +14,7 @@ pytest.importorskip("transformers")
 from attnexp.config import AttentionConfig, ConfigError, ModelConfig  # noqa: E402
 from attnexp.model import Transformer  # noqa: E402
 from attnexp.model import pretrained as hf  # noqa: E402
+from helpers import browser
 from helpers.hf_tiny import tiny_bert, tiny_gpt2  # noqa: E402
 from helpers.runs import SHARED
 
@@ -128,22 +129,15 @@ def test_maps_of_a_pretrained_model_with_a_sentence_pair_and_bertviz(bert_dir, t
     assert "one of them" in capsys.readouterr().err
 
 
+@browser.needs_chromium
 def test_bertviz_pages_draw_offline_in_headless_chromium(bert_dir, tmp_path):
-    import shutil
-    import subprocess
-
     from attnexp.cli.maps import maps_cli
 
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.skip("needs Debian's chromium (apt-get install chromium); .ci/run installs it")
     out = tmp_path / "m"
     assert maps_cli([f"hf={bert_dir}", "text=the keys to the cabinet", f"out={out}", "bertviz=true"]) == 0
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-             f"--user-data-dir={tmp_path / 'chromium'}", "--virtual-time-budget=5000"]
     for view in ("head", "model"):
-        dom = subprocess.run([chromium, *flags, "--dump-dom", (out / f"bertviz_{view}_view_ex0.html").as_uri()],
-                             capture_output=True, text=True, timeout=120).stdout
+        dom = browser.open_page((out / f"bertviz_{view}_view_ex0.html").as_uri(), "--dump-dom", tmp_path / "chromium",
+                                wait_ms=5000)
         assert "cdnjs" not in dom.split("<body>")[0]  # nothing fetched from a CDN
         assert "<svg" in dom and "cabinet" in dom.split("<svg", 1)[1], f"bertviz did not draw its {view} view: {dom[-400:]}"
 
