@@ -16,7 +16,8 @@ USAGE = """usage: python -m attnexp compare [DIR ...] [sort=KEY] [tag=NAME] [csv
   DIR          folders holding runs (a multirun/<date>/<time> sweep, outputs/, one run); every
                summary.json below them is read. Default: the newest sweep under ./multirun.
   sort=KEY     order rows by a column: best (the default, each run's checkpoint.monitor, best
-               first), a metric such as test/acc or val/loss, or time, tokens/s, run
+               first), a test metric such as test/acc, a validation metric such as val/acc (its
+               last value, in a column of its own), or time, tokens/s, run
   tag=NAME     only the runs trained with that tag (tags=[NAME,...])
   study=NAME storage=URL
                every run of an Optuna study, whichever worker (launch, node) ran it: the study's

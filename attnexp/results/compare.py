@@ -332,8 +332,15 @@ def tables(summaries: list[tuple[Path, dict]], sort: str = "best") -> tuple[Tabl
     """The per-run table (sorted) and, when seeds repeat a setting, the group table."""
     t = Table(summaries)
     cols, rows = rows_of(summaries)
+    last = [(s.get("metrics") or {}).get("final") or {} for _, s in summaries]  # each run's last validation
+    if sort not in cols and any(isinstance(f.get(sort), (int, float)) for f in last):  # a column when sorted by
+        cols.insert(cols.index("best") + 1, sort)
+        for r, f in zip(rows, last):
+            r[sort] = f"{f[sort]:.4f}" if isinstance(f.get(sort), (int, float)) else ""
     if sort not in cols and sort != "best":
-        raise CompareError(f"sort={sort!r} is not a column; choose one of: {', '.join(c for c in cols if c != 'error')}")
+        said = sorted({k for f in last for k in f})
+        raise CompareError(f"sort={sort!r} is not a column; choose one of: {', '.join(c for c in cols if c != 'error')}"
+                           + (f"; or a validation metric: {', '.join(said)}" if said else ""))
     rows = sort_rows(rows, sort)
     gcols, grows = group_rows(t) if t.grouped() else ([], [])
     return t, cols, rows, gcols, grows

@@ -51,9 +51,19 @@ def test_sort_by_another_column_and_a_failed_run(two_runs, tmp_path, capsys):
     assert rows[-1]["status"] == "failed" and "boom" in rows[-1]["error"]
 
 
+def test_sort_by_a_validation_metric_adds_its_column(two_runs, capsys):
+    """compare's usage offered `sort=val/loss`, and it was refused: only the test metrics were columns.
+    A validation metric sorts by each run's last value (W&B's run summary), shown in a column of its own."""
+    assert compare_cli([str(two_runs), "sort=val/acc"]) == 0
+    rows = table(capsys.readouterr().out)
+    accs = [json.loads((two_runs / r["run"] / "summary.json").read_text())["metrics"]["final"]["val/acc"] for r in rows]
+    assert accs == sorted(accs, reverse=True) and [r["val/acc"] for r in rows] == [f"{a:.4f}" for a in accs]
+
+
 @pytest.mark.parametrize("args,needle", [
     ([], "no summary.json under"),
     (["sort=val/nope"], "sort='val/nope' is not a column; choose one of: run"),
+    (["sort=val/nope"], "; or a validation metric: val/acc, val/loss"),
     (["/no/such/dir"], "/no/such/dir: no such folder"),
 ])
 def test_mistakes_are_one_line(args, needle, two_runs, tmp_path, capsys):
