@@ -59,13 +59,12 @@ def maps_cli(argv: list[str]) -> int:
 
 def view_of(args: dict) -> MapsConfig:
     try:
-        view = from_dict(MapsConfig, {k: int(v) if k == "max_tokens" else v for k, v in args.items()
-                                      if k in ("max_tokens", "scale", "long", "dtype")}, "")
+        view = from_dict(MapsConfig, {k: int(v) if k == "max_tokens" and v.lstrip("-").isdigit() else v
+                                      for k, v in args.items() if k in ("max_tokens", "scale", "long", "dtype")}, "")
         view.validate()
     except ValueError as e:
         raise ConfigError(str(e)) from None
     return view
-
 
 
 if __name__ == "__main__":
