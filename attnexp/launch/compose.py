@@ -140,7 +140,7 @@ def compose(overrides: list[str], out_dir: str | Path = "unused"):
 
     register_schemas()
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3", job_name="train"):  # as compat/hydra.run
         cfg = hydra_compose("config", overrides=list(overrides), return_hydra_config=True)
         with read_write(cfg), open_dict(cfg):
             cfg.paths.output_dir = str(out_dir)

@@ -15,6 +15,7 @@ and then builds.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
@@ -30,7 +31,7 @@ class Plan:
     flags: object  # Hydra's parsed arguments (attnexp.compat.hydra.args_parser): multirun, cfg, overrides, ...
     cfg: object | None = None  # the precheck's composition (a sweep's fixed part), Hydra's node included
     jobs: int = 1  # the jobs a basic sweep launches (the precheck composed each)
-    started: str = field(default_factory=lambda: f"{datetime.now():%Y-%m-%d/%H-%M-%S}")
+    started: datetime = field(default_factory=datetime.now)  # what each ${now:...} of the folder reads
 
     @classmethod
     def of(cls, argv: list[str]) -> Plan:
@@ -63,26 +64,33 @@ class Plan:
     def _dir(self) -> tuple[str, str, bool]:
         """(folder, the key that set it, literal): the composed hydra.run.dir (hydra.sweep.dir) up to its
         first ${now:...}, resolved once; literal when it has none (the run goes exactly there)."""
-        which = "sweep" if self.multirun else "run"
-        raw = str(OmegaConf.to_container(self.cfg.hydra[which], resolve=False)["dir"])
+        raw = self._raw_dir
         prefix, now, _ = raw.partition("${now:")
         paths_key = "paths.sweep_dir" if self.multirun else "paths.log_dir"
-        key = paths_key if prefix.startswith("${" + paths_key + "}") else f"hydra.{which}.dir"
-        with read_write(self.cfg), open_dict(self.cfg):
-            self.cfg["_attnexp_folder_"] = prefix
-            try:
-                value = str(self.cfg["_attnexp_folder_"])
-                # what an unset variable would leave empty: the folder named whole, or the paths key a dated
-                # folder starts from; a dated folder's prefix of one's own is left to it
-                named = value if not now else (str(OmegaConf.select(self.cfg, key)) if key == paths_key else None)
-            except Exception as e:  # noqa: BLE001 - an interpolation that does not resolve (omegaconf's errors)
-                raise ConfigError(f"{key}: {' '.join(str(e).split())}") from None
-            finally:
-                del self.cfg["_attnexp_folder_"]
+        key = paths_key if prefix.startswith("${" + paths_key + "}") else f"hydra.{'sweep' if self.multirun else 'run'}.dir"
+        value = self._resolved(prefix, key)
+        # what an unset variable would leave empty: the folder named whole, or the paths key a dated
+        # folder starts from; a dated folder's prefix of one's own is left to it
+        named = value if not now else (str(OmegaConf.select(self.cfg, key)) if key == paths_key else None)
         if named is not None and not named.strip():  # `hydra.run.dir=$OUT`, $OUT unset: the working folder, or /
             where = "under /" if now else "in the folder you run in"
             raise ConfigError(f"{key} is empty (an unset shell variable?); runs would go {where}: give a folder, {key}=DIR")
         return value, key, not now
+
+    @property
+    def _raw_dir(self) -> str:
+        return str(OmegaConf.to_container(self.cfg.hydra["sweep" if self.multirun else "run"], resolve=False)["dir"])
+
+    def _resolved(self, text: str, key: str) -> str:
+        """`text` resolved in the composed config, as Hydra will resolve it; one that does not resolve is one line."""
+        with read_write(self.cfg), open_dict(self.cfg):
+            self.cfg["_attnexp_folder_"] = text
+            try:
+                return str(self.cfg["_attnexp_folder_"])
+            except Exception as e:  # noqa: BLE001 - an interpolation that does not resolve (omegaconf's errors)
+                raise ConfigError(f"{key}: {' '.join(str(e).split())}") from None
+            finally:
+                del self.cfg["_attnexp_folder_"]
 
     @property
     def folder(self) -> Path:
@@ -101,9 +109,11 @@ class Plan:
 
     @property
     def sweep_root(self) -> Path:
-        """The sweep's folder, named here rather than by Hydra so this process knows it when the jobs ran
-        elsewhere (submitit)."""
-        return (self.folder if self.literal else self.folder / self.started).resolve()
+        """The sweep's folder: the composed hydra.sweep.dir whole, each ${now:FORMAT} read at the command's
+        start, named here rather than by Hydra so this process knows it when the jobs ran elsewhere (submitit).
+        Before, a dated folder was always <prefix>/<date>/<time>, whatever the user's own pattern said."""
+        stamped = re.sub(r"\$\{now:([^}]*)\}", lambda m: self.started.strftime(m.group(1)), self._raw_dir)
+        return (self.folder if self.literal else Path(self._resolved(stamped, self.folder_key))).resolve()
 
     @property
     def resume(self) -> str | None:
