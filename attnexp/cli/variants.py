@@ -30,6 +30,10 @@ def options() -> list[dict]:
 def variants_cli(argv: list[str]) -> int:
     from attnexp import attention
 
+    if argv in (["-h"], ["--help"]):
+        print("usage: python -m attnexp variants\n  every attention= option: the variant it selects, what it sets, its "
+              "backends (eager, sdpa, flex), the rows its weights form and its positions")
+        return 0
     if argv:
         print(f"attnexp variants: takes no arguments (got {' '.join(map(repr, argv))}); it lists every attention= "
               f"option and variant", file=sys.stderr)

@@ -276,3 +276,13 @@ def test_the_variants_command_refuses_arguments_in_one_line(capsys):
     assert main(["variants", "rotary"]) == 2
     out = capsys.readouterr()
     assert out.out == "" and out.err.count("\n") == 1 and "'rotary'" in out.err and "no arguments" in out.err
+
+
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+def test_the_variants_command_answers_help(flag, capsys):
+    """Every other command answers -h/--help with its usage; `variants --help` was refused as an argument."""
+    from attnexp.cli import main
+
+    assert main(["variants", flag]) == 0
+    out = capsys.readouterr()
+    assert out.out.startswith("usage: python -m attnexp variants") and out.err == ""
