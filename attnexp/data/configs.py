@@ -60,7 +60,7 @@ class NewsgroupsDataConfig(DataConfig):
     """The 20 Newsgroups "bydate" split; seed: the stratified val split carved from train."""
 
     name: str = "newsgroups"
-    source: str = "auto"  # auto | local | hub | sklearn  (auto: local if `path` exists, else sklearn, else hub)
+    source: str = "auto"  # auto | local | hub | sklearn  (auto: `path`; the default path missing: sklearn, else hub)
     path: str = "../shared/data/20newsgroups"  # local: a folder with train.* and test.* (.jsonl[.gz], .csv, .parquet)
     hub_name: str = "SetFit/20_newsgroups"
     remove: list[str] = field(default_factory=list)  # any of headers, footers, quotes (as sklearn's remove=)
@@ -93,9 +93,12 @@ class NewsgroupsDataConfig(DataConfig):
         check(100 <= self.vocab_size <= MAX_VOCAB, f"data.vocab_size={self.vocab_size:,} must be in [100, {MAX_VOCAB:,}]")
         check(self.limit is None or self.limit >= 10,
               f"data.limit={self.limit} is too few posts to split; use at least 10 (or null: all)")
-        if self.source == "local":
+        # auto fetches only while data.path is its default: a folder of one's own that is not there (a typo, an
+        # unmounted disk) is said, not replaced by a download of other data
+        if self.source == "local" or (self.source == "auto" and self.path != NewsgroupsDataConfig.path):
             check(Path(self.path).is_dir(), f"data.path={self.path!r}: no such folder; give a folder holding train.* and "
-                                            f"test.* (.jsonl[.gz], .csv or .parquet with text and label columns)")
+                                            f"test.* (.jsonl[.gz], .csv or .parquet with text and label columns), or "
+                                            f"data.source=sklearn or hub to download it")
 
 
 @register

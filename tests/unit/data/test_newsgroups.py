@@ -109,6 +109,14 @@ def test_offline_sources_fail_fast_with_the_fix(tmp_path, monkeypatch):
         load_run(compose_cfg(["data=newsgroups", "task=classify", "data.remove=[signature]"]))
 
 
+@pytest.mark.parametrize("data", ["newsgroups", "text"])
+def test_a_folder_of_ones_own_that_is_not_there_is_said_not_replaced_by_a_download(data, tmp_path):
+    """source=auto: before, data.path=/a/typo fell through to sklearn's download, which trained on other
+    data than the folder named (online) or failed naming the network (offline)."""
+    with pytest.raises(ConfigError, match=r"data.path='/no/such/copy': no such folder; .* data.source=sklearn or hub"):
+        load_run(compose_cfg([f"data={data}", "data.path=/no/such/copy"], tmp_path))
+
+
 TRAIN_ONCE = """
 import sys
 from attnexp.config import TaskConfig
