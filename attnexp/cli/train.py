@@ -10,7 +10,7 @@ import shlex
 import sys
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from omegaconf import read_write
@@ -124,13 +124,27 @@ def check_before_hydra(plan) -> int | None:
 
 
 def folder_owned(plan) -> str | None:
-    """A single run given a literal hydra.run.dir that a live run holds, or that holds an earlier
-    run's checkpoints while this one does not resume: one line (attnexp.results.folder), else None."""
+    """A single run given a literal hydra.run.dir that a live run holds, that holds an earlier run's
+    checkpoints while this one does not resume, or whose completed run resume=auto would take for another
+    model: one line (attnexp.results.folder; completed_other), else None."""
     from attnexp.results import folder
 
     if plan.multirun or not plan.literal or not folder.rank_zero():
         return None
-    return folder.taken(plan.folder) or folder.earlier_run(plan.folder, plan.resume)
+    return (folder.taken(plan.folder) or folder.earlier_run(plan.folder, plan.resume)
+            or completed_other(plan.folder, plan.resume, plan.run))
+
+
+def completed_other(folder: Path, resume: str | None, run) -> str | None:
+    """One line when resume=auto would take `folder`'s completed run for `run` (its Run) though that
+    run's checkpoint holds another model (an unfinished run's is checked as training resumes), else None."""
+    if resume != "auto" or run is None or summary.read_status(Path(folder)) != Status.COMPLETED:
+        return None
+    from attnexp.model import checkpoints
+
+    last = checkpoints.newest(folder)
+    return None if last is None else checkpoints.mismatch(checkpoints.load(last, "resume"), asdict(run.model),
+                                                          asdict(run.attention), asdict(run.task), "resume", last)
 
 
 def sweep_arguments(argv: list[str], plan) -> tuple[list[str], Path]:
@@ -220,8 +234,7 @@ def run_job(cfg, out: Path, sweep: bool, again: list[str], multirun: bool, start
                 summary.write(out / summary.NAME, summary.error_record(out, Status.CONFIG_ERROR, str(e), job_context(started)))
                 return config_error(e, out, sweep)
             if run.resume == "auto" and summary.read_status(out) == Status.COMPLETED:  # a finished job of a re-launched sweep
-                log.info("%s already completed; not trained again (resume=auto)", out)
-                return sweep_value(summary.read(out / summary.NAME))
+                return completed_already(run, out)
             from attnexp.training.fit import train
         except Interrupted as e:
             stopped_at_start(out, e.signame, early, job_context(started))
@@ -249,6 +262,25 @@ def run_job(cfg, out: Path, sweep: bool, again: list[str], multirun: bool, start
         log.exception("run %s failed", out)
         return None
     return None if result is None else conclude(result, again, multirun, out, sweep)  # None: another DDP rank
+
+
+def completed_already(run, out: Path) -> float | None:
+    """resume=auto on a completed run: not trained again, its value given back (a re-launched sweep's
+    finished job). A model other than these settings build is refused as resume=auto refuses it on an
+    unfinished run; a budget longer than the run trained is said, with the way to train it further."""
+    from attnexp.model import checkpoints
+    from attnexp.results.folder import FolderTaken
+
+    if problem := completed_other(out, "auto", run):  # a sweep's job (a single run's was refused before Hydra)
+        raise FolderTaken(problem)  # as a folder is refused: a sweep's end counts it, the folder's record is kept
+    done, last = summary.read(out / summary.NAME), checkpoints.newest(out)
+    epochs, steps, t = done.get("epochs") or 0, done.get("steps") or 0, run.trainer
+    stopped = (done.get("early_stopping") or {}).get("stopped_epoch")
+    if last is not None and not stopped and ((t.max_epochs or -1) > epochs or (t.max_steps or -1) > steps):
+        print(f"attnexp: {out} already completed ({epochs} epochs, {steps} steps); resume=auto does not train a "
+              f"completed run again: to train it further, give resume={last}", file=sys.stderr)
+    log.info("%s already completed; not trained again (resume=auto)", out)
+    return sweep_value(done)
 
 
 @contextmanager

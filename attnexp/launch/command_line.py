@@ -214,7 +214,9 @@ def precheck(overrides: list[str], multirun: bool, training: bool = True, plan=N
                 plan.cfg = cfg
             if training and OmegaConf.select(cfg, "hydra.mode") == RunMode.MULTIRUN:
                 return None  # Hydra sweeps this config: the command line plans it as -m, and checks it as a sweep
-            load_run(cfg)
+            run = load_run(cfg)
+            if plan is not None:
+                plan.run = run
             if training and optuna_sweeps(cfg):
                 return ("hparams_search=optuna searches over many runs: add -m (python -m attnexp train -m "
                         "hparams_search=optuna ...); without it this would be one ordinary run")

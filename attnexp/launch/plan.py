@@ -31,6 +31,7 @@ class Plan:
     flags: object  # Hydra's parsed arguments (attnexp.compat.hydra.args_parser): multirun, cfg, overrides, ...
     cfg: object | None = None  # the precheck's composition (a sweep's fixed part), Hydra's node included
     jobs: int = 1  # the jobs a basic sweep launches (the precheck composed each)
+    run: object | None = None  # a single run's Run, as the precheck validated it
     started: datetime = field(default_factory=datetime.now)  # what each ${now:...} of the folder reads
 
     @classmethod
