@@ -86,7 +86,6 @@ def compare_cli(argv: list[str]) -> int:
         if "study" in opts or "storage" in opts:
             paths += study_runs(opts.get("study"), opts.get("storage"))
         if not paths:
-
             paths = [newest_sweep(Path(str(default_paths()["sweep_dir"])))]
             print(f"attnexp compare: the newest sweep, {paths[0]}", file=sys.stderr)
         summaries = read(paths)

@@ -60,7 +60,6 @@ def nothing_ran(root: Path, subdir: str | None = ".hydra") -> bool:
     if not (isinstance(said, dict) and said.get("nothing_ran") is True) or sweep_jobs(root, subdir):
         return False
     if root.is_dir() and not any(p for p in root.rglob("*") if p.is_file() and p.name not in ("multirun.yaml", RESULTS)):
-
         shutil.rmtree(root, ignore_errors=True)
     return True
 

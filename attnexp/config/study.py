@@ -64,7 +64,6 @@ class StudyStorage:
             return self.optuna()
         url, connect = self.url, {}
         if self.kind == "sqlite":
-
             url = f"sqlite:///file:{quote(str(self.path.resolve()))}?mode=ro&uri=true"
         elif self.postgresql:
             connect = {"options": "-c default_transaction_read_only=on", "connect_timeout": 5}

@@ -86,7 +86,6 @@ class TextDataModule(NewsgroupsDataModule):
     def tokenizer(self, texts_fn):
         c = self.cfg
         if c.tokenizer_model != "bytes" or c.tokenizer:
-
             key = {"text_stream": True, "model": c.tokenizer_model, "vocab_size": c.vocab_size, "lowercase": c.lowercase,
                    "posts": len(texts_fn())}
             return get_tokenizer(c.tokenizer, texts_fn, self.cache / "tokenizers", key, c.tokenizer_model,
@@ -97,15 +96,12 @@ class TextDataModule(NewsgroupsDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.windows:
             return
-
-
         datasets.disable_progress_bars()
         c = self.cfg
         splits = self.prepare_splits()
         tok = self.tokenizer(lambda: splits["train"]["text"])
         self.encoder = TextEncoder("tokenizer", tok.to_str(), c.lowercase, c.max_len)
         if self.run_dir:
-
             tok.save(str(Path(self.run_dir) / "tokenizer.json"))
         tok.no_truncation()  # posts whole: the windows cut the stream
         self.vocab_size = tok.get_vocab_size()

@@ -159,7 +159,6 @@ def checked_sizes(source: str, m: ModelConfig, a: AttentionConfig, vocab) -> tup
         raise ConfigError(f"hf:{source}: config.json: {e}") from None
     held = held_in_folder(Path(source))
     if held is not None:
-
         with torch.device("meta"):
             meta = Transformer(m, a, vocab)
         implied = sum(p.numel() for p in meta.parameters())

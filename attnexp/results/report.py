@@ -166,7 +166,6 @@ def importance_and_roles(t: Table) -> str:
     role (heads.roles)."""
     import matplotlib.pyplot as plt
 
-
     rows, curves_, role_rows = [], [], []
     for st, idx in t.groups():
         found = [_last_analysis(t.runs[i][1]) for i in idx]

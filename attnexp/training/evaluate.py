@@ -181,8 +181,6 @@ def write_evaluation(folder: Path, path: Path, split: str, metrics: dict, cfg, d
               "task": summary.task_record(task), "wall_time_s": round(time.time() - t0, 2), "versions": summary.versions(),
               **({"test_read_noted_in": noted} if noted else {})}
     if predicted is not None:
-
-
         with whole(folder / layout.PREDICTIONS) as tmp:
             tmp.write_text(json.dumps({"split": split, **predicted}, separators=(",", ":")))
         record["predictions"] = layout.PREDICTIONS

@@ -26,7 +26,6 @@ def check_store(uri: str) -> None:
     problem = unwritable(path.parent, "paths.log_dir", "MLflow's store in")
     check(problem is None, problem or "")
     if path.exists():
-
         try:  # the same check an Optuna study file takes (config.files.sqlite_tables)
             tables = sqlite_tables(path)
         except FileRefused as e:
