@@ -234,7 +234,7 @@ def run_job(cfg, out: Path, sweep: bool, again: list[str], multirun: bool, start
                 summary.write(out / summary.NAME, summary.error_record(out, Status.CONFIG_ERROR, str(e), job_context(started)))
                 return config_error(e, out, sweep)
             if run.resume == "auto" and summary.read_status(out) == Status.COMPLETED:  # a finished job of a re-launched sweep
-                return completed_already(run, out)
+                return completed_already(run, out, sweep)
             from attnexp.training.fit import train
         except Interrupted as e:
             stopped_at_start(out, e.signame, early, job_context(started))
@@ -264,19 +264,19 @@ def run_job(cfg, out: Path, sweep: bool, again: list[str], multirun: bool, start
     return None if result is None else conclude(result, again, multirun, out, sweep)  # None: another DDP rank
 
 
-def completed_already(run, out: Path) -> float | None:
+def completed_already(run, out: Path, sweep: bool) -> float | None:
     """resume=auto on a completed run: not trained again, its value given back (a re-launched sweep's
     finished job). A model other than these settings build is refused as resume=auto refuses it on an
     unfinished run; a budget longer than the run trained is said, with the way to train it further."""
     from attnexp.model import checkpoints
     from attnexp.results.folder import FolderTaken
 
-    if problem := completed_other(out, "auto", run):  # a sweep's job (a single run's was refused before Hydra)
+    if sweep and (problem := completed_other(out, "auto", run)):  # a single run's was refused before Hydra
         raise FolderTaken(problem)  # as a folder is refused: a sweep's end counts it, the folder's record is kept
-    done, last = summary.read(out / summary.NAME), checkpoints.newest(out)
-    epochs, steps, t = done.get("epochs") or 0, done.get("steps") or 0, run.trainer
+    done, t = summary.read(out / summary.NAME), run.trainer
+    epochs, steps = done.get("epochs") or 0, done.get("steps") or 0
     stopped = (done.get("early_stopping") or {}).get("stopped_epoch")
-    if last is not None and not stopped and ((t.max_epochs or -1) > epochs or (t.max_steps or -1) > steps):
+    if not stopped and ((t.max_epochs or -1) > epochs or (t.max_steps or -1) > steps) and (last := checkpoints.newest(out)):
         print(f"attnexp: {out} already completed ({epochs} epochs, {steps} steps); resume=auto does not train a "
               f"completed run again: to train it further, give resume={last}", file=sys.stderr)
     log.info("%s already completed; not trained again (resume=auto)", out)
