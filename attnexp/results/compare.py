@@ -168,10 +168,11 @@ RUN_CELLS = {
 }
 
 
-def metric_cells(s: dict, keys: list[str]) -> dict[str, str]:
-    """The run's test metrics `keys`, 4 decimals ('' where it has none)."""
-    test = (s.get("metrics") or {}).get("test") or {}
-    return {k: f"{test[k]:.4f}" if isinstance(test.get(k), (int, float)) else "" for k in keys}
+def metric_cells(s: dict, keys: list[str], which: str = "test") -> dict[str, str]:
+    """The run's metrics `keys` (its test metrics, or `which`: final, its last validation), 4 decimals
+    ('' where it has none)."""
+    got = (s.get("metrics") or {}).get(which) or {}
+    return {k: f"{got[k]:.4f}" if isinstance(got.get(k), (int, float)) else "" for k in keys}
 
 
 def run_columns(t: Table, *, best: str = "best", tail: tuple[str, ...] = ("params",)) -> list[str]:
@@ -335,8 +336,8 @@ def tables(summaries: list[tuple[Path, dict]], sort: str = "best") -> tuple[Tabl
     last = [(s.get("metrics") or {}).get("final") or {} for _, s in summaries]  # each run's last validation
     if sort not in cols and any(isinstance(f.get(sort), (int, float)) for f in last):  # a column when sorted by
         cols.insert(cols.index("best") + 1, sort)
-        for r, f in zip(rows, last):
-            r[sort] = f"{f[sort]:.4f}" if isinstance(f.get(sort), (int, float)) else ""
+        for r, (_, s) in zip(rows, summaries):
+            r.update(metric_cells(s, [sort], "final"))
     if sort not in cols and sort != "best":
         said = sorted({k for f in last for k in f})
         raise CompareError(f"sort={sort!r} is not a column; choose one of: {', '.join(c for c in cols if c != 'error')}"
