@@ -111,8 +111,8 @@ class Plan:
     @property
     def sweep_root(self) -> Path:
         """The sweep's folder: the composed hydra.sweep.dir whole, each ${now:FORMAT} read at the command's
-        start, named here rather than by Hydra so this process knows it when the jobs ran elsewhere (submitit).
-        Before, a dated folder was always <prefix>/<date>/<time>, whatever the user's own pattern said."""
+        start (Hydra's resolver reads the clock), named here rather than by Hydra so this process knows it when
+        the jobs ran elsewhere (submitit)."""
         stamped = re.sub(r"\$\{now:([^}]*)\}", lambda m: self.started.strftime(m.group(1)), self._raw_dir)
         return (self.folder if self.literal else Path(self._resolved(stamped, self.folder_key))).resolve()
 

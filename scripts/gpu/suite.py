@@ -107,7 +107,7 @@ def run(name: str, cmd: list[str], timeout: float, log: Path) -> dict:
                 out, _ = p.communicate(timeout=30)
             except subprocess.TimeoutExpired:  # a process that left the session holds its output
                 out = ""
-        left = sorted(p.name for p in Path(tmp).iterdir())
+        left = sorted(f.name for f in Path(tmp).iterdir())
     log.write_text(out)
     tail = "\n".join(out.strip().splitlines()[-25:])
     print(f"{tail}\n== {name}: {status} in {time.perf_counter() - t0:.0f} s\n", flush=True)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from attnexp.api import compose, load_run
@@ -20,8 +24,6 @@ def options(group: str) -> list[str]:
 
 def strict_json(path: Path) -> dict:
     """A summary.json as strict JSON (NaN or Infinity in it fail)."""
-    import json
-
     def refuse(c):
         raise ValueError(f"{path} holds {c}: not strict JSON")
     return json.loads(path.read_text(), parse_constant=refuse)
@@ -57,10 +59,6 @@ def stale_last_checkpoints(root: Path) -> list[str]:
 def attnexp(*args: str, cwd, timeout: float = 300):
     """`python -m attnexp ARGS` in a subprocess, as a user runs it (tests/ on PYTHONPATH, so
     +callbacks.x._target_=helpers.killers.KillAt resolves): the CompletedProcess."""
-    import os
-    import subprocess
-    import sys
-
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO)])}
     return subprocess.run([sys.executable, "-m", "attnexp", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)
@@ -70,8 +68,6 @@ def own_tmp(tmp_path_factory) -> tuple[dict, Path]:
     """An environment whose temporary folder (TMPDIR) is an empty one of the test's, and that folder:
     what a script leaves in /tmp shows there. A short path (pytest's base folder, then t<N>): Chromium's
     socket in TMPDIR must fit a Unix socket's 108 characters."""
-    import os
-
     tmp = tmp_path_factory.mktemp("t")
     return {**os.environ, "TMPDIR": str(tmp)}, tmp
 
