@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+JOB = "train"  # the job's name (hydra.job.name: its log file, ${hydra.job.name}), in Hydra's run and in compose
+
 
 def args_parser():
     """Hydra's argparse parser (-m, --cfg, --info, --config-dir and the overrides)."""
@@ -57,7 +59,7 @@ def run(task_function, argv: list[str], mode, conf_dir: str) -> None:
     path = config_search_path(conf_dir)
     if args.config_dir is not None:  # the caller checked that it is a folder
         path.prepend("command-line", f"file://{os.path.abspath(args.config_dir)}", SearchPathQuery(provider="schema"))
-    hydra = run_and_report(lambda: Hydra.create_main_hydra2(task_name="train", config_search_path=path))
+    hydra = run_and_report(lambda: Hydra.create_main_hydra2(task_name=JOB, config_search_path=path))
     try:
         _run_app(run=not args.multirun, multirun=args.multirun, mode=mode, hydra=hydra, config_name="config",
                  task_function=task_function, overrides=args.overrides)

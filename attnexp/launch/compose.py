@@ -138,9 +138,11 @@ def compose(overrides: list[str], out_dir: str | Path = "unused"):
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict, read_write
 
+    from attnexp.compat.hydra import JOB
+
     register_schemas()
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3", job_name="train"):  # as compat/hydra.run
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3", job_name=JOB):  # as Hydra's run names it
         cfg = hydra_compose("config", overrides=list(overrides), return_hydra_config=True)
         with read_write(cfg), open_dict(cfg):
             cfg.paths.output_dir = str(out_dir)
