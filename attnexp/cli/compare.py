@@ -46,7 +46,7 @@ def study_runs(name: str | None, url: str | None) -> list[Path]:
     except ImportError:
         raise CompareError("study= needs Optuna: pip install 'attnexp[sweep]'") from None
     from attnexp.config.study import StudyStorage
-    from hydra_plugins.attnexp_optuna_sweeper.storage import SweepError, open_to_read
+    from hydra_plugins.attnexp_optuna_sweeper._study_storage import SweepError, open_to_read
 
     where = StudyStorage.parse(url)
     optuna.logging.set_verbosity(optuna.logging.WARNING)

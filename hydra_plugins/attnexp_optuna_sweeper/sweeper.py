@@ -5,8 +5,9 @@ Search spaces use Hydra's sweep syntax, in `hydra.sweeper.params` or on the comm
 `optim.lr='tag(log, interval(1e-4, 1e-2))'`, `model.d_model='choice(64, 128)'`,
 `model.n_layers='range(1, 5)'`."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: Hydra's plugin scan executes this module outside
+# sys.modules, where `dataclasses` cannot resolve a string annotation. Its helpers are `_private`
+# modules, which the scan skips, so they are imported once.
 import inspect
 import json
 import logging
@@ -28,8 +29,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnexp.config import higher_is_better, layout
 from attnexp.config.study import StudyStorage
-from hydra_plugins.attnexp_optuna_sweeper.storage import SweepError, check, check_study_name, dashboard_command, schema_lock
-from hydra_plugins.attnexp_optuna_sweeper.trials import Heartbeat, counted, launch_seed
+from hydra_plugins.attnexp_optuna_sweeper._study_storage import (
+    SweepError,
+    check,
+    check_study_name,
+    dashboard_command,
+    schema_lock,
+)
+from hydra_plugins.attnexp_optuna_sweeper._trials import Heartbeat, counted, launch_seed
 
 log = logging.getLogger(__name__)
 

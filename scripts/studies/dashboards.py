@@ -226,7 +226,7 @@ def opt_dashboard(out: Path, runs: Path, storage: str | None = None) -> None:
     """optuna-dashboard over a study made here (3 trials) or over `storage`'s: every finished trial
     shown with its value and its run folder; the password of a server's URL is never printed."""
     from attnexp.config.study import JOURNAL, StudyStorage
-    from hydra_plugins.attnexp_optuna_sweeper.storage import dashboard_command
+    from hydra_plugins.attnexp_optuna_sweeper._study_storage import dashboard_command
 
     made = storage is None
     storage = storage or optuna_study(runs / "optuna")

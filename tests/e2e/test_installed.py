@@ -42,6 +42,14 @@ def test_the_wheel_holds_the_configs_and_the_viewer_assets(wheel_env):
     assert any(n.startswith("hydra_plugins/attnexp_optuna_sweeper/") for n in names)
 
 
+def test_another_hydra_app_starts_beside_the_installed_wheel(wheel_env, tmp_path):
+    """Hydra's plugin scan of the installed `hydra_plugins/` (tests/unit/launch/test_other_hydra_apps.py
+    runs the same app beside the editable install)."""
+    _, py, _ = wheel_env
+    lines = installed.other_hydra_app(py, tmp_path)
+    assert "app ran" in lines and "composed 0.1 hydra_plugins.attnexp_optuna_sweeper.sweeper.OptunaSweeper" in lines
+
+
 def test_every_command_works_from_the_installed_wheel(wheel_env):
     _, py, work = wheel_env
     out = ok(installed.run(py, "train", *QUICK, cwd=work))

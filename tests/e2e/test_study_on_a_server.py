@@ -224,7 +224,7 @@ OPEN_AT_ONCE = """
 import sys, time
 import optuna
 from attnexp.config.study import StudyStorage
-from hydra_plugins.attnexp_optuna_sweeper.storage import schema_lock
+from hydra_plugins.attnexp_optuna_sweeper._study_storage import schema_lock
 url, name, at, locked = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4] == "1"
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 time.sleep(max(0.0, at - time.time()))

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 optuna = pytest.importorskip("optuna", reason="the study's journal needs optuna: pip install 'attnexp[sweep]'")
 
 from helpers.damaged_lines import damage, damaged  # noqa: E402
-from hydra_plugins.attnexp_optuna_sweeper.storage import check_journal  # noqa: E402
+from hydra_plugins.attnexp_optuna_sweeper._study_storage import check_journal  # noqa: E402
 
 
 @pytest.fixture(scope="module")
