@@ -49,7 +49,8 @@ def test_the_batch_and_nanogpt_loop_figures_quoted_are_the_benchmarks_files():
     page = " ".join((REPO / "docs" / "benchmarks.md").read_text().split())
     for r in json.loads((res / "batches_cpu.json").read_text())["results"]:
         data = r["data"].replace("<=", "≤")
-        assert f"| {data} | {r['collator us']} µs | {r['table us']} µs | {r['ratio']}x |" in page, data
+        assert (f"| {data} | {r['collator us']} µs | {r['table us']} µs | {r['ratio']}x | {r['collator cpu us']} µs | "
+                f"{r['table cpu us']} µs | {r['cpu ratio']}x |") in page, data
     for name, label in (("framework_overhead_cpu_nanogpt_loop_tiny.json", "d 64, 2 layers, T 64, batch 16"),
                         ("framework_overhead_cpu_nanogpt_loop.json", "d 128, 4 layers, T 128, batch 16")):
         med = json.loads((res / name).read_text())["median"]
