@@ -119,7 +119,7 @@ def grid(args, device) -> list[tuple]:
     if args.smoke:
         return [r for r in [("mha", b, 64, 16, c) for b in ("eager", "sdpa") for c in (True, False)] +
                 [("alibi", "sdpa", 64, 16, True)] if not args.backends or r[1] in args.backends]
-    lengths = [128, 256, 512, 1024] if device.type == "cpu" else [128, 512, 1024, 2048, 4096, 8192]
+    lengths = args.lengths or ([128, 256, 512, 1024] if device.type == "cpu" else [128, 512, 1024, 2048, 4096, 8192])
     dims = [64] if device.type == "cpu" else [64, 128]
     backends = [b for b in (("eager", "sdpa") if device.type == "cpu" else ("eager", "sdpa", "flex"))
                 if not args.backends or b in args.backends]
@@ -131,11 +131,15 @@ def grid(args, device) -> list[tuple]:
         for b in backends:
             if b not in cls.backends:
                 continue
-            for T in (lengths if name in FULL_GRID else [1024]):
+            for T in (lengths if name in FULL_GRID or args.lengths else [1024]):
                 for Dh in dims:
                     for causal in (True, False):
                         out.append((name, b, T, Dh, causal))
-    if args.backends:  # a part of the grid in a short window: every variant at T=1024, head dim 64, causal first
+    if args.variants:
+        out = [r for r in out if r[0] in args.variants]
+    if args.lengths:  # the lengths asked, shortest first, causal first
+        out.sort(key=lambda r: (r[2], r[3], not r[4]))
+    elif args.backends:  # a part of the grid in a short window: every variant at T=1024, head dim 64, causal first
         out.sort(key=lambda r: (r[2] != 1024, r[3] != 64, not r[4]))
     return out
 
@@ -149,6 +153,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=None, help="timed repeats per row (default: 5 on CUDA, 3 on CPU)")
     ap.add_argument("--backends", type=lambda v: v.split(","), default=None,
                     help="comma list of eager, sdpa, flex (default: every one the device runs)")
+    ap.add_argument("--lengths", type=lambda v: [int(x) for x in v.split(",")], default=None,
+                    help="sequence lengths, e.g. 4096,8192,16384 (every variant at each; default: the grid's)")
+    ap.add_argument("--variants", type=lambda v: v.split(","), default=None, help="these variants only, e.g. mha,alibi")
     ap.add_argument("--tag", default="", help="suffix for the result files, e.g. _flex")
     ap.add_argument("--out", default=str(REPO / "scripts" / "results"))
     args = ap.parse_args()
@@ -159,11 +166,13 @@ def main() -> None:
     args.tokens = args.tokens or (32768 if device.type == "cuda" else 4096)
     args.repeats = args.repeats or (5 if device.type == "cuda" else 3)
     peak = peak_tflops(device_name(device), "bf16-mixed" if dtype == torch.bfloat16 else "32-true")
-    rows, t0, skipped = [], time.perf_counter(), 0
-    for spec in grid(args, device):
+    rows, t0, skipped, table = [], time.perf_counter(), 0, ""
+    stem = f"kernels_{device.type}{args.tag}" + ("_smoke" if args.smoke else "")
+    plan = grid(args, device)
+    for i, spec in enumerate(plan):
         if time.perf_counter() - t0 > args.budget_s:
-            skipped += 1
-            continue
+            skipped = len(plan) - i
+            break
         name, backend, T, Dh, causal = spec
         if backend == "flex" and device.type == "cuda":  # each row a fresh compile, never past Dynamo's recompile limit
             torch._dynamo.reset()
@@ -172,16 +181,24 @@ def main() -> None:
             r["ours_peak_share"] = round(r["ours_tflops"] / peak[0], 4)
         rows.append(r)
         print(json.dumps(r), flush=True)
+        # after every row: a run stopped at its limit keeps the rows it finished
+        table = write(args, stem, device, dtype, peak, rows, len(plan) - i - 1)
+    if skipped or not rows:
+        table = write(args, stem, device, dtype, peak, rows, skipped)
+    print(f"\n{device_name(device)} · torch {torch.__version__} · {dtype} · fwd+bwd, median of {args.repeats}\n{table}")
+
+
+def write(args, stem: str, device, dtype, peak, rows: list[dict], left: int) -> str:
+    """The result files as they stand: the rows so far, and how many of the plan are still to come
+    (`rows_left`) or were skipped for time."""
     meta = {"device": device_name(device), "torch": torch.__version__, "cuda": torch.version.cuda,
             "dtype": str(dtype).removeprefix("torch."), "date": datetime.now().isoformat(timespec="seconds"),
             "peak": peak[1] if peak else None, "peak_tflops": peak[0] if peak else None, "rows": len(rows),
-            "rows_skipped_for_time": skipped}
+            "rows_left": left, "budget_s": args.budget_s}
     cols = ["variant", "backend", "mask", "T", "head_dim", "batch", "ours_ms", "bare_ms", "ours_vs_bare", "ours_tflops",
             "ours_peak_share", "ours_peak_mb"]
     cols = [c for c in cols if any(c in r for r in rows)]
-    stem = f"kernels_{device.type}{args.tag}" + ("_smoke" if args.smoke else "")
-    table = write_results(args.out, stem, meta, rows, f"Attention kernels on {meta['device']}", cols)
-    print(f"\n{meta['device']} · torch {meta['torch']} · {meta['dtype']} · fwd+bwd, median of {args.repeats}\n{table}")
+    return write_results(args.out, stem, meta, rows, f"Attention kernels on {meta['device']}", cols)
 
 
 if __name__ == "__main__":
