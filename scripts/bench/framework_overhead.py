@@ -297,24 +297,15 @@ def main() -> None:
             runs[arm].append(r)
             print(f"repeat {i} {arm:>7}: step {r['step_ms']:.2f} ms, fit {r['fit_s']:.2f} s, "
                   f"{r['steps']} steps, final val loss {r['final_val_loss']}", flush=True)
+        summarise(args, order, runs, {})  # after every repeat: a run stopped at its limit keeps what finished
 
     profiled = order if args.profile == "all" else [a for a in order if a in (args.profile or "").split(",")]
-    profiles = {arm: profile(arm, args.overrides) for arm in profiled}
-    med = {a: {k: statistics.median(r[k] for r in rs) for k in ("step_ms", "fit_s")} for a, rs in runs.items()}
-    base = med[order[0]]
-    over = {a: {k: round(100 * (m[k] / base[k] - 1), 1) for k in m} for a, m in med.items()}
+    profiles = {}
+    for arm in profiled:
+        profiles[arm] = profile(arm, args.overrides)
+        summarise(args, order, runs, profiles)
+    med, over = summarise(args, order, runs, profiles)
     device = runs[order[0]][0]["device"]
-    ratios = {f"{a}_vs_{b}": {k: round(med[a][k] / med[b][k], 3) for k in ("step_ms", "fit_s")}
-              for b in ("bare", "plain") if b in med for a in order if a != b}
-    result = {"device": device, "torch": torch.__version__, "made": provenance(), "repeats": args.repeats,
-              "overrides": args.overrides,
-              "median": med, "step_us": {a: round(1000 * m["step_ms"], 1) for a, m in med.items()}, "ratios": ratios,
-              f"overhead_pct_vs_{order[0]}": over, "runs": runs,
-              **({"profile": profiles} if profiles else {})}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"framework_overhead_{'gpu' if torch.cuda.is_available() else 'cpu'}{args.tag}.json").write_text(
-        json.dumps(result, indent=2) + "\n")
     print(f"\n{device}, median of {args.repeats}, overrides: {args.overrides or 'none'}")
     bare = "bare" if "bare" in med else order[0]
     print(markdown_table([[a, f"{1000 * med[a]['step_ms']:.0f}", f"{over[a]['step_ms']:+.1f}%",
@@ -323,6 +314,29 @@ def main() -> None:
                          ["arm", "step us", f"vs {order[0]}", f"step vs {bare}", "fit s", f"fit vs {bare}"]))
     if profiles:
         print(profile_table(profiles))
+
+
+def summarise(args, order: list[str], runs: dict[str, list[dict]], profiles: dict) -> tuple[dict, dict]:
+    """The result file from the repeats so far (`repeats_done` of `repeats`): (medians, overhead in %)."""
+    done = {a: rs for a, rs in runs.items() if rs}
+    med = {a: {k: statistics.median(r[k] for r in rs) for k in ("step_ms", "fit_s")} for a, rs in done.items()}
+    first = next(a for a in order if a in med)
+    base = med[first]
+    over = {a: {k: round(100 * (m[k] / base[k] - 1), 1) for k in m} for a, m in med.items()}
+    ratios = {f"{a}_vs_{b}": {k: round(med[a][k] / med[b][k], 3) for k in ("step_ms", "fit_s")}
+              for b in ("bare", "plain") if b in med for a in order if a != b and a in med}
+    result = {"device": done[first][0]["device"], "torch": torch.__version__, "made": provenance(), "repeats": args.repeats,
+              "repeats_done": min(len(rs) for rs in runs.values()), "overrides": args.overrides,
+              "median": med, "step_us": {a: round(1000 * m["step_ms"], 1) for a, m in med.items()}, "ratios": ratios,
+              f"overhead_pct_vs_{order[0]}": over, "runs": runs,
+              **({"profile": profiles} if profiles else {})}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"framework_overhead_{'gpu' if torch.cuda.is_available() else 'cpu'}{args.tag}.json"
+    part = path.with_suffix(".json.part")
+    part.write_text(json.dumps(result, indent=2) + "\n")
+    part.replace(path)  # whole or not at all, if the run is killed while writing
+    return med, over
 
 
 def run_arm(args) -> None:
