@@ -80,8 +80,8 @@ def main() -> None:
         rows.append({"data": name, "collator us": round(o, 1), "table us": round(n, 1), "ratio": round(o / n, 2),
                      "collator cpu us": round(oc, 1), "table cpu us": round(nc, 1), "cpu ratio": round(oc / nc, 2)})
         print(rows[-1], flush=True)
-    result = {"device": f"cpu ({torch.get_num_threads()} threads)", "threads": args.threads, "torch": torch.__version__, "rounds": args.rounds,
-              "batches": args.batches, "made": provenance(), "results": rows}
+    result = {"device": f"cpu ({torch.get_num_threads()} threads)", "threads": args.threads, "torch": torch.__version__,
+              "rounds": args.rounds, "batches": args.batches, "made": provenance(), "results": rows}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "batches_cpu.json").write_text(json.dumps(result, indent=2) + "\n")

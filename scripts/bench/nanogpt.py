@@ -134,15 +134,32 @@ class GPT(nn.Module):
         return logits, loss
 
 
+class WithLoss(nn.Module):
+    """attnexp's Transformer with nanoGPT's forward signature: `(X, Y) -> (logits, loss)`, the loss inside."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, X, Y):
+        from attnexp.model import lm_loss
+
+        logits = self.model(X).logits
+        return logits, lm_loss(logits, Y)
+
+
 class NanoGPTLoop:
     """nanoGPT's own training loop (karpathy/nanoGPT train.py, MIT licence, Copyright (c) 2022 Andrej
     Karpathy), transcribed: `get_batch` draws random windows from a `np.memmap` of the training tokens
     (recreated every batch, as there), pinned and copied non_blocking on a GPU; AdamW from its
     `configure_optimizers` (weight decay on 2-D parameters only, fused on CUDA); `torch.compile` when
-    model.compile is set; its gradient accumulation with a GradScaler (enabled for float16 only);
-    warmup + cosine `get_lr`; `loss.item()` only at `log_interval`; `estimate_loss` and a checkpoint
-    at every `eval_interval`. The model is attnexp's Transformer (the same as every arm's), the tokens
-    those of attnexp's data=text written to train.bin / val.bin, so only the loop differs. An "epoch"
+    model.compile is set, of the model *with its loss* (nanoGPT's `model(X, Y)` computes the loss inside
+    its forward, so its compiled graph holds the cross-entropy), once for the loop's life: a loop
+    trained again (`train` called again, `reset` between) reuses the compiled graph; its gradient
+    accumulation with a GradScaler (enabled for float16 only); warmup + cosine `get_lr`; `loss.item()`
+    only at `log_interval`; `estimate_loss` and a checkpoint at every `eval_interval`. The model is
+    attnexp's Transformer (the same as every arm's), the tokens those of attnexp's data=text written
+    to train.bin / val.bin, so only the loop differs. An "epoch"
     is as many iterations as the other arms' epoch has batches, with an evaluation of as many
     batches as their validation, so fit time and the step clock compare alike
     (scripts/bench/framework_overhead.py's `nanogpt` arm)."""
@@ -170,6 +187,15 @@ class NanoGPTLoop:
         self.ptdtype = torch.bfloat16 if self.device_type == "cuda" else torch.float32
         self.ctx = nullcontext() if self.device_type == "cpu" else \
             torch.amp.autocast(device_type=self.device_type, dtype=self.ptdtype)
+        with_loss = WithLoss(model)
+        self.compiled = run.model.compile
+        self.model_with_loss = torch.compile(with_loss) if run.model.compile else with_loss
+        self.initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+    def reset(self) -> None:
+        """The model's weights as they were when the loop was made: the next `train` starts afresh and
+        reuses the compiled graph."""
+        self.model.load_state_dict(self.initial)
 
     def get_batch(self, split):
         import numpy as np
@@ -209,11 +235,8 @@ class NanoGPTLoop:
         coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio))
         return self.min_lr + coeff * (self.learning_rate - self.min_lr)
 
-    def forward(self, X, Y):  # nanoGPT's model(X, Y) -> (logits, loss)
-        from attnexp.model import lm_loss
-
-        logits = self.model(X).logits
-        return logits, lm_loss(logits, Y)
+    def forward(self, X, Y):  # nanoGPT's model(X, Y) -> (logits, loss), compiled whole
+        return self.model_with_loss(X, Y)
 
     @torch.no_grad()
     def estimate_loss(self):
@@ -236,8 +259,6 @@ class NanoGPTLoop:
         scaler = torch.amp.GradScaler(self.device_type, enabled=self.ptdtype == torch.float16)
         optimizer = self.configure_optimizers(run.optim.weight_decay, self.learning_rate, tuple(run.optim.betas),
                                               self.device_type)
-        if run.model.compile:
-            model = self.model = torch.compile(model)
         X, Y = self.get_batch("train")
         iter_num, best_val_loss, val_loss = 0, 1e9, float("nan")
         t_start = time.perf_counter()
