@@ -16,11 +16,15 @@
   6. newsgroups  scripts/studies/newsgroups.py: the preset and larger settings, raw and cleaned posts,
                  against TF-IDF + linear SVM (read from
                  scripts/results/newsgroups_baseline.json, which `--baseline-only` computes on the CPU)
-  7. nanogpt-loop  scripts/bench/framework_overhead.py --arms nanogpt,lean,default: nanoGPT's own train.py
-                 loop (transcribed) beside attnexp train at GPT-2 small on 20 Newsgroups bytes (T 1024,
-                 batch 8, bf16, compiled): tokens/s, host time a step, GPU busy share from the profiler
+  7. nanogpt-loop  scripts/bench/nanogpt_loop.py: nanoGPT's own train.py loop (transcribed, its loss in its
+                 compiled graph) beside attnexp train at GPT-2 small on 20 Newsgroups bytes (T 1024,
+                 batch 8, bf16, compiled), each arm one process compiling once, timed fits alternating:
+                 tokens/s ratio, MFU of both, GPU busy share, syncs a step, host time a step
   8. text-formation  scripts/studies/text_formation.py on plain text (data.repeat_fraction=0, T 128,
                  20,000 steps a run): does a 2-layer model form induction heads on 20 Newsgroups alone
+  8b. text-scale  scripts/studies/text_scale.py: plain text at scale (T 512, 2 layers against 1, seeds side
+                 by side), its steps sized from 20 s of measured tokens/s to the part's limit
+  8c. flex-long  scripts/bench/kernels.py --backends flex --lengths 4096,8192,16384: the long-sequence rows
   9. finetune    scripts/studies/finetune.py --choose: a real pretrained encoder (--pretrained, default
                  ../shared/models/all-MiniLM-L6-v2) fine-tuned on 20 Newsgroups at its full length (512
                  tokens), three learning rates, the best on validation tested once (raw and cleaned posts)
@@ -29,6 +33,14 @@
     python scripts/gpu/suite.py --parts kernels,model             # some of them (two calls, if need be)
     python scripts/gpu/suite.py --parts newsgroups,finetune --newsgroups-tags preset --pretrained DIR
     python scripts/gpu/suite.py --smoke                           # on the CPU, tiny, ~1 minute: the tests
+    python scripts/gpu/suite.py --check-plan                      # does scripts/gpu/window.json fit a window?
+    bash scripts/gpu/call.sh 1                                    # a window's call 1 (suite.py --call 1 inside)
+    python scripts/gpu/suite.py --rehearse                        # the whole plan on the CPU, tiny, with call.sh
+
+A window runs the calls of scripts/gpu/window.json (`--plan`): each part's `expected_s` is its hard
+limit, a part that sizes itself (nanogpt-loop, text-scale, flex-long) is given a budget inside it, every
+part writes its result file as it goes, and with `--archive FILE` the call's folder is packed into FILE
+again after every part, so a call cut at its limit brings back what finished.
 
 Each part runs in its own process with its own time limit, so one that fails or runs long does not
 lose the others. Results go to a folder of the window's own, scripts/results/gpu/<date>_<device>/ (or
@@ -60,7 +72,9 @@ sys.path.insert(0, str(REPO / "scripts"))
 from common import markdown_table, provenance  # noqa: E402
 
 PARTS = ("cuda-tests", "kernels", "model", "overhead", "cross-entropy", "newsgroups", "nanogpt-loop", "text-formation",
-         "finetune")
+         "text-scale", "flex-long", "finetune")
+PLAN = Path(__file__).resolve().parent / "window.json"
+BUDGETED = {"nanogpt-loop": 30, "text-scale": 15, "flex-long": 30}  # part: seconds of its limit kept back from its budget
 # GPT-2 small on 20 Newsgroups bytes (data=text), for nanoGPT's own loop beside attnexp's
 GPT2_TEXT = ["model=gpt2", "attention=causal", "task=lm", "data=text", "data.max_len=1024", "data.batch_size=8",
              "model.compile=true", "data.limit=2000", "trainer.max_epochs=2", "data.max_eval_windows=64"]
@@ -92,23 +106,21 @@ def run(name: str, cmd: list[str], timeout: float, log: Path) -> dict:
     with tempfile.TemporaryDirectory(prefix="suite-part-", ignore_cleanup_errors=True) as tmp:
         env = {"TORCHINDUCTOR_CACHE_DIR": str(inductor), **os.environ, "PYTHONUNBUFFERED": "1", "PYTHONWARNINGS": "ignore",
                "TMPDIR": tmp}
-        p = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             start_new_session=True)
-        try:
-            out, _ = p.communicate(timeout=timeout)
-            status = "ok" if p.returncode == 0 else f"exit {p.returncode}"
-        except subprocess.TimeoutExpired:
-            out, status = None, f"timed out after {timeout:.0f} s"
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)  # what the part started and left running, too
-        if out is None:  # what it printed before it was killed
+        with open(log, "w") as sink:  # as it goes: a part killed at its limit leaves what it printed
+            p = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=sink, stderr=subprocess.STDOUT, text=True,
+                                 start_new_session=True)
             try:
-                out, _ = p.communicate(timeout=30)
-            except subprocess.TimeoutExpired:  # a process that left the session holds its output
-                out = ""
+                p.wait(timeout=timeout)
+                status = "ok" if p.returncode == 0 else f"exit {p.returncode}"
+            except subprocess.TimeoutExpired:
+                status = f"timed out after {timeout:.0f} s"
+            finally:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)  # what the part started and left running, too
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.wait(timeout=30)
         left = sorted(f.name for f in Path(tmp).iterdir())
-    log.write_text(out)
+    out = log.read_text(errors="replace")
     tail = "\n".join(out.strip().splitlines()[-25:])
     print(f"{tail}\n== {name}: {status} in {time.perf_counter() - t0:.0f} s\n", flush=True)
     return {"status": status, "seconds": round(time.perf_counter() - t0, 1), "log": log.name, "tail": tail[-3000:],
@@ -134,11 +146,25 @@ def arguments() -> tuple[argparse.Namespace, list[str], Path]:
     ap.add_argument("--cuda-tests-k", default=None, help="pytest -k for the cuda-tests part (default: all of them)")
     ap.add_argument("--merge", nargs="+", default=None, metavar="DIR", help="runs nothing: the parts in these folders' "
                     "suite.json (suite processes run at once, each with its own --out) into --out's")
+    ap.add_argument("--plan", default=str(PLAN), help="the window plan (scripts/gpu/window.json)")
+    ap.add_argument("--check-plan", action="store_true", help="runs nothing: whether the plan fits a window")
+    ap.add_argument("--call", type=int, default=None, help="run call N of the plan (call.sh does, on the GPU machine)")
+    ap.add_argument("--archive", default=None, help="pack --out into this .tgz after every part")
+    ap.add_argument("--rehearse", action="store_true", help="the whole plan on the CPU, tiny, through call.sh; "
+                    "then a part cut at its limit (the default test set runs this)")
+    ap.add_argument("--nanogpt-repeats", type=int, default=None, help="nanogpt-loop's timed fits of each arm at most")
     args = ap.parse_args()
     if args.merge and not args.out:
         ap.error("--merge: name the window's folder with --out (scripts/results/gpu/<date>_<device>)")
-    if args.merge:
+    if args.merge or args.check_plan or args.rehearse:
         return args, [], Path()
+    if args.call is not None:
+        calls = load_plan(Path(args.plan))["calls"]
+        if not 1 <= args.call <= len(calls):
+            ap.error(f"--call: the plan has calls 1 to {len(calls)}")
+        args.plan_calls = calls
+        args.parts = ",".join(p["part"] for p in calls[args.call - 1])
+        args.limits = {p["part"]: p["expected_s"] for p in calls[args.call - 1]}
     pretrained = Path(args.pretrained).resolve()
     have_model = (pretrained / "config.json").is_file()
     if args.parts is None and not have_model:
@@ -160,6 +186,7 @@ def arguments() -> tuple[argparse.Namespace, list[str], Path]:
 def commands(args, out: Path, pretrained: Path) -> dict[str, list[tuple[str, list[str], float, str]]]:
     """part -> its runs, each (name, command, time limit in s, log file name)."""
     py, s = sys.executable, args.smoke
+    budget = budgets(args)
     ng_path = [f"data.path={Path(args.newsgroups_path).resolve()}"] if args.newsgroups_path else []
     settings = "raw" if s else args.newsgroups_settings
     n_settings = len(settings.split(","))
@@ -190,12 +217,25 @@ def commands(args, out: Path, pretrained: Path) -> dict[str, list[tuple[str, lis
                                               *(tiny if s else NEWSGROUPS[tag])],
                         180 if s else 60 * n_settings * (args.newsgroups_minutes + 1.5), f"newsgroups_{tag}.log")
                        for tag in (["preset"] if s else args.newsgroups_tags.split(","))],
-        "nanogpt-loop": [("nanogpt-loop", [py, "scripts/bench/framework_overhead.py", f"--repeats={1 if s else 5}",
-                                           "--arms=nanogpt,lean,default", "--profile=nanogpt,lean", f"--out={out}",
-                                           *(["--tag=_nanogpt_smoke", "data=text", "task=lm", "attention=causal", "data.limit=60",
-                                                "trainer.max_epochs=2"]
-                                             if s else ["--tag=_nanogpt_gpt2", *GPT2_TEXT]), *ng_path],
-                          240 if s else 420, "nanogpt_loop.log")],
+        # each arm one process that compiles once; timed fits alternate; the result file after every fit
+        "nanogpt-loop": [("nanogpt-loop", [py, "scripts/bench/nanogpt_loop.py", "--arms=nanogpt,attnexp", "--profile",
+                                           f"--repeats={args.nanogpt_repeats or (1 if s else 10)}",
+                                           f"--budget-s={budget['nanogpt-loop']}", f"--out={out}",
+                                           *(["--tag=_smoke", "data=text", "task=lm", "attention=causal", "data.limit=60",
+                                              "trainer.max_epochs=2"] if s else ["--tag=_gpt2", *GPT2_TEXT]), *ng_path],
+                          budget["nanogpt-loop"] + BUDGETED["nanogpt-loop"], "nanogpt_loop.log")],
+        # plain text at scale: 20 s of measured tokens/s size the runs to the part's budget
+        "text-scale": [("text-scale", [py, "scripts/studies/text_scale.py", f"--budget-s={budget['text-scale']}", f"--out={out}",
+                                       *(["--smoke", "--seeds=1", "--probe-s=5", "--target-tokens=20000", "--margin-s=10"]
+                                         if s else []), *ng_path],
+                        budget["text-scale"] + BUDGETED["text-scale"], "text_scale.log")],
+        # the long-sequence rows: flex against a bare SDPA call (sdpa alone on the CPU: flex trains on CUDA only)
+        "flex-long": [("flex-long", [py, "scripts/bench/kernels.py", f"--out={out}", f"--budget-s={budget['flex-long']}",
+                                     *(["--backends=sdpa", "--lengths=128,256", "--variants=mha", "--tokens=512",
+                                        "--repeats=1", "--tag=_long_smoke"] if s else
+                                       ["--backends=flex", "--lengths=4096,8192,16384", "--variants=mha,alibi,sliding_window",
+                                        "--tag=_flex_long"])],
+                       budget["flex-long"] + BUDGETED["flex-long"], "flex_long.log")],
         # the preset stops at 2 epochs: 9,754 steps at T 128 (the 2026-11-28 window's runs); 5 let --steps decide
         "text-formation": [("text-formation", [py, "scripts/studies/text_formation.py", f"--out={out}", "--tag=_plain",
                                                *(["--smoke"] if s else ["--steps=20000", f"--workers={RUNS_AT_ONCE}",
@@ -209,6 +249,59 @@ def commands(args, out: Path, pretrained: Path) -> dict[str, list[tuple[str, lis
                                    *([f"--data={Path(args.newsgroups_path).resolve()}"] if args.newsgroups_path else [])],
                       240 if s else 60 * (FINETUNE_RUNS * (args.finetune_minutes + 0.4) + 1.5), "finetune.log")],
     }
+
+
+def budgets(args) -> dict[str, int]:
+    """The seconds each self-sizing part may spend: its `expected_s` in the plan (the call's, else the
+    first call that names it) less what it keeps back for starting and ending."""
+    plan = getattr(args, "plan_calls", None) or load_plan(PLAN)["calls"]
+    expected = {}
+    for call in plan:
+        for p in call:
+            expected.setdefault(p["part"], p["expected_s"])
+    return {part: max(10, int(expected.get(part, 240)) - back) for part, back in BUDGETED.items()}
+
+
+def load_plan(path: Path) -> dict:
+    """The window plan, checked (`check_plan`); SystemExit with one line where it does not fit."""
+    try:
+        plan = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"gpu/suite.py: the plan {path} cannot be read ({e}); fix it or give --plan FILE") from None
+    problem = check_plan(plan)
+    if problem:
+        raise SystemExit(f"gpu/suite.py: the plan {path} does not fit: {problem}")
+    return plan
+
+
+def check_plan(plan: dict) -> str | None:
+    """What is wrong with a window plan, or None: at most two calls, each a list of {part, expected_s}
+    with known parts, each call's work within call_limit_s, and all of it within the window less its
+    start, each call's own time and the margin."""
+    calls = plan.get("calls") if isinstance(plan, dict) else None
+    if not isinstance(calls, list) or not 1 <= len(calls) <= 2:
+        return "'calls' must be a list of one or two calls"
+    for i, call in enumerate(calls, 1):
+        if not isinstance(call, list) or not call:
+            return f"call {i} must be a non-empty list of parts"
+        for p in call:
+            if not isinstance(p, dict) or p.get("part") not in PARTS:
+                return f"call {i}: {p!r} is not {{'part': one of {', '.join(PARTS)}, 'expected_s': seconds}}"
+            if not isinstance(p.get("expected_s"), int | float) or not 0 < p["expected_s"] <= 600:
+                return f"call {i}: {p['part']}'s expected_s must be a number of seconds from 1 to 600"
+    try:
+        limit = float(plan["call_limit_s"])
+        room = float(plan["window_s"]) - float(plan["start_s"]) - len(calls) * float(plan["per_call_s"]) - float(plan["margin_s"])
+    except (KeyError, TypeError, ValueError):
+        return "window_s, start_s, per_call_s, margin_s and call_limit_s must each be a number"
+    sums = [sum(p["expected_s"] for p in call) for call in calls]
+    for i, total in enumerate(sums, 1):
+        if total > limit:
+            return f"call {i}'s parts expect {total:g} s, over the {limit:g} s a call may work; move a part or shorten it"
+    if sum(sums) > room:
+        return (f"the calls expect {sum(sums):g} s, over the {room:g} s the window leaves (window_s less start_s, "
+                f"per_call_s a call and margin_s)")
+    return None
 
 
 def default_out(smoke: bool) -> Path:
@@ -242,6 +335,16 @@ def main() -> None:
     args, parts, pretrained = arguments()
     if args.merge:
         return merge(args.merge, Path(args.out).resolve())
+    if args.check_plan:
+        plan = load_plan(Path(args.plan))
+        for i, call in enumerate(plan["calls"], 1):
+            print(f"call {i}: " + ", ".join(f"{p['part']} {p['expected_s']:g} s" for p in call) +
+                  f" = {sum(p['expected_s'] for p in call):g} s of {plan['call_limit_s']:g}")
+        return
+    if args.rehearse:
+        from rehearse import rehearse
+
+        return rehearse(Path(args.plan), Path(args.out) if args.out else None)
     # stopped from outside (call.sh's limit): the part running now is killed with everything it started (run's finally)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cuda = torch.cuda.is_available()
@@ -252,17 +355,34 @@ def main() -> None:
             "python": platform.python_version(),
             "date": datetime.now().isoformat(timespec="seconds"), "smoke": args.smoke, "parts": {}, "made": provenance()}
     jobs = commands(args, out, pretrained)
+    limits = getattr(args, "limits", {})
     for part in parts:
         for name, cmd, limit, log in jobs[part]:
-            result = run(name, cmd, limit, out / log)
+            meta["running"] = part  # what a call cut at its limit was doing
+            write_summary(out, meta)
+            result = run(name, cmd, limits.get(part, limit), out / log)
+            del meta["running"]
             if part == "newsgroups":  # one result per setting tag
                 meta["parts"].setdefault("newsgroups", {})[name.split(" ", 1)[1]] = result
             else:
                 meta["parts"][part] = result
             write_summary(out, meta)  # after every run: a call cut off at its limit keeps what finished
+            if args.archive:
+                pack(out, Path(args.archive))
     failed = [n for n, r in meta["parts"].items() if outcome(n, r) != "ok"]
     print((out / "suite.md").read_text())
     sys.exit(1 if failed else 0)
+
+
+def pack(folder: Path, archive: Path) -> None:
+    """`folder` into `archive` (a .tgz), replaced whole: the archive a call brings back is always one
+    that was finished."""
+    import tarfile
+
+    part = archive.with_name(archive.name + ".part")
+    with tarfile.open(part, "w:gz") as tar:
+        tar.add(folder, arcname=folder.name)
+    part.replace(archive)
 
 
 def outcome(name: str, r: dict) -> str:
