@@ -200,6 +200,7 @@ def _setup(overrides: list[str], out_dir: Path):
     from attnexp.api import compose, load_run
     from attnexp.data import build_datamodule
     from attnexp.model import Transformer
+    from attnexp.training import threads
     from attnexp.training.device import training_on_cpu
 
     run = load_run(compose(overrides, out_dir))
@@ -207,8 +208,13 @@ def _setup(overrides: list[str], out_dir: Path):
     torch.manual_seed(run.seed)
     torch.set_float32_matmul_precision("high")
     device = torch.device("cpu" if training_on_cpu(run.trainer) or not torch.cuda.is_available() else "cuda")
+    cores = threads.CoreSample()  # the threads attnexp's own fit.prepare gives a run: `threads=N`, else the free cores
+    if given := threads.given_threads(run):
+        torch.set_num_threads(given)
     dm = build_datamodule(run.data, run.task, causal=run.attention.causal, run_dir=str(out_dir))
     dm.setup("fit")
+    if not given and (free := threads.free_threads(cores)):
+        torch.set_num_threads(free)
     classify = run.task.name == "classify"
     model = Transformer(run.model, run.attention, dm.vocab_size, head="classify" if classify else "lm",
                         num_classes=dm.num_classes, pooling=run.task.pooling).to(device)
