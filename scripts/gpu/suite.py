@@ -186,7 +186,6 @@ def arguments() -> tuple[argparse.Namespace, list[str], Path]:
 def commands(args, out: Path, pretrained: Path) -> dict[str, list[tuple[str, list[str], float, str]]]:
     """part -> its runs, each (name, command, time limit in s, log file name)."""
     py, s = sys.executable, args.smoke
-    budget = budgets(args)
     ng_path = [f"data.path={Path(args.newsgroups_path).resolve()}"] if args.newsgroups_path else []
     settings = "raw" if s else args.newsgroups_settings
     n_settings = len(settings.split(","))
@@ -217,6 +216,26 @@ def commands(args, out: Path, pretrained: Path) -> dict[str, list[tuple[str, lis
                                               *(tiny if s else NEWSGROUPS[tag])],
                         180 if s else 60 * n_settings * (args.newsgroups_minutes + 1.5), f"newsgroups_{tag}.log")
                        for tag in (["preset"] if s else args.newsgroups_tags.split(","))],
+        **window_parts(args, out, ng_path),
+        # the preset stops at 2 epochs: 9,754 steps at T 128 (the 2026-11-28 window's runs); 5 let --steps decide
+        "text-formation": [("text-formation", [py, "scripts/studies/text_formation.py", f"--out={out}", "--tag=_plain",
+                                               *(["--smoke"] if s else ["--steps=20000", f"--workers={RUNS_AT_ONCE}",
+                                                                          "trainer.max_epochs=5"]),
+                                               "data.repeat_fraction=0.0", "data.max_len=128", *ng_path],
+                            240 if s else 540, "text_formation.log")],
+        # scripts/studies/finetune.py's GRID on raw posts, the best on validation tested once, then on cleaned posts
+        "finetune": [("finetune", [py, "scripts/studies/finetune.py", "--choose", f"--out={out}", f"--model={pretrained}",
+                                   f"--minutes={0.5 if s else args.finetune_minutes}",
+                                   *(["--smoke", "--more-seeds=1"] if s else []),
+                                   *([f"--data={Path(args.newsgroups_path).resolve()}"] if args.newsgroups_path else [])],
+                      240 if s else 60 * (FINETUNE_RUNS * (args.finetune_minutes + 0.4) + 1.5), "finetune.log")],
+    }
+
+
+def window_parts(args, out: Path, ng_path: list[str]) -> dict[str, list[tuple[str, list[str], float, str]]]:
+    """The parts that size themselves to a budget (the window plan's): part -> its runs, as `commands`."""
+    py, s, budget = sys.executable, args.smoke, budgets(args)
+    return {
         # each arm one process that compiles once; timed fits alternate; the result file after every fit
         "nanogpt-loop": [("nanogpt-loop", [py, "scripts/bench/nanogpt_loop.py", "--arms=nanogpt,attnexp", "--profile",
                                            f"--repeats={args.nanogpt_repeats or (1 if s else 10)}",
@@ -236,18 +255,6 @@ def commands(args, out: Path, pretrained: Path) -> dict[str, list[tuple[str, lis
                                        ["--backends=flex", "--lengths=4096,8192,16384", "--variants=mha,alibi,sliding_window",
                                         "--tag=_flex_long"])],
                        budget["flex-long"] + BUDGETED["flex-long"], "flex_long.log")],
-        # the preset stops at 2 epochs: 9,754 steps at T 128 (the 2026-11-28 window's runs); 5 let --steps decide
-        "text-formation": [("text-formation", [py, "scripts/studies/text_formation.py", f"--out={out}", "--tag=_plain",
-                                               *(["--smoke"] if s else ["--steps=20000", f"--workers={RUNS_AT_ONCE}",
-                                                                          "trainer.max_epochs=5"]),
-                                               "data.repeat_fraction=0.0", "data.max_len=128", *ng_path],
-                            240 if s else 540, "text_formation.log")],
-        # scripts/studies/finetune.py's GRID on raw posts, the best on validation tested once, then on cleaned posts
-        "finetune": [("finetune", [py, "scripts/studies/finetune.py", "--choose", f"--out={out}", f"--model={pretrained}",
-                                   f"--minutes={0.5 if s else args.finetune_minutes}",
-                                   *(["--smoke", "--more-seeds=1"] if s else []),
-                                   *([f"--data={Path(args.newsgroups_path).resolve()}"] if args.newsgroups_path else [])],
-                      240 if s else 60 * (FINETUNE_RUNS * (args.finetune_minutes + 0.4) + 1.5), "finetune.log")],
     }
 
 

@@ -40,7 +40,7 @@ from induction_formation import row, train  # noqa: E402
 ARMS = {"2 layers": ["model.n_layers=2"], "1 layer (control)": ["model.n_layers=1"]}
 PLAIN = ["data.repeat_fraction=0.0", "model.mlp=false", "attention=rotary", "trainer.max_epochs=10000",
          "optim.min_lr_ratio=1.0", "optim.warmup_steps=0"]
-SIZE = {"gpu": ["data.max_len=512", "data.batch_size=64", "model.d_model=256", "model.n_heads=8"],
+SIZE = {"gpu": ["data.max_len=512", "data.batch_size=128", "model.d_model=256", "model.n_heads=8"],
         "smoke": ["data.max_len=64", "data.batch_size=8", "model.d_model=32", "model.n_heads=2", "data.limit=200"]}
 LEAST_FALL = 0.3  # nats, as text_formation.py
 
