@@ -82,6 +82,7 @@ class TextDataModule(NewsgroupsDataModule):
         super().__init__(cfg, task, causal, run_dir, seed)
         self.num_classes, self._class_names = None, None
         self.windows: dict[str, torch.Tensor] = {}
+        self.plain_val: torch.Tensor | None = None  # the validation windows before any repeat was planted
 
     def tokenizer(self, texts_fn):
         c = self.cfg
@@ -116,7 +117,14 @@ class TextDataModule(NewsgroupsDataModule):
                 windows = windows[keep.sort().values]
             seed = {"train": c.seed, "val": c.seed + 1}.get(split)
             self.windows[split] = windows if seed is None else with_repeats(windows, c.repeat_fraction, seed)
+            if split == "val":
+                self.plain_val = windows
         self.splits = {k: Rows(v) for k, v in self.windows.items()}
+
+    def plain_probe_ids(self, n: int) -> list[list[int]]:
+        """The first `n` validation windows as they were before any repeat was planted (the probe's own
+        windows when nothing is): the timeline's `icl_plain` is read on them."""
+        return self.plain_val[:n].tolist()
 
     def new_table(self, split: str, collator) -> Table:
         ids = self.windows[split]  # every window max_len long: no padding, no copy

@@ -83,13 +83,18 @@ def _token_loss(model, out, ids, pad_mask) -> torch.Tensor | None:
 
 
 @torch.no_grad()
-def light_reading(model, probe: Probe, pad_id: int, pair: list[list[int]] | None, step_loss: torch.Tensor | None):
-    """What a light reading of the timeline takes from the device, in one transfer to the host (before:
-    four): the probe's maps (as `attention_maps`), its token loss (as `maps_and_token_loss`), the maps
-    of the induction pair (`pair`: the repeated sequence and its control, analysis.pattern_scores) and the
-    step's loss. Returns (maps, token loss or None, pair maps or None, loss or None), on the host."""
+def light_reading(model, probe: Probe, pad_id: int, pair: list[list[int]] | None, step_loss: torch.Tensor | None,
+                  plain: Probe | None = None):
+    """What a light reading of the timeline takes from the device, in one transfer to the host: the
+    probe's maps (as `attention_maps`), its token loss (as `maps_and_token_loss`), the maps of the
+    induction pair (`pair`: the repeated sequence and its control, analysis.pattern_scores), the step's
+    loss, and the token loss of `plain` (windows with nothing planted). Returns (maps, token loss or None,
+    pair maps or None, loss or None, plain token loss or None), on the host."""
     out, ids, pad_mask = _pass(model, probe, pad_id)
     parts = {"w": _masked(out, pad_mask), "token": _token_loss(model, out, ids, pad_mask)}
+    if plain is not None:
+        o3, i3, m3 = _pass(model, plain, pad_id)
+        parts["plain"] = _token_loss(model, o3, i3, m3)
     if pair:
         o2, _, m2 = _pass(model, Probe([list(x) for x in pair], [[""] * len(x) for x in pair]), pad_id)
         parts["pair"] = _masked(o2, m2)
@@ -100,7 +105,8 @@ def light_reading(model, probe: Probe, pad_id: int, pair: list[list[int]] | None
     got, at = {}, 0
     for k, v in kept.items():
         got[k], at = flat[at: at + v.numel()].reshape(tuple(v.shape)), at + v.numel()
-    return got["w"], got.get("token"), got.get("pair"), float(got["loss"][0]) if "loss" in got else None
+    return (got["w"], got.get("token"), got.get("pair"), float(got["loss"][0]) if "loss" in got else None,
+            got.get("plain"))
 
 
 @torch.no_grad()

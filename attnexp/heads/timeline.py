@@ -56,6 +56,9 @@ def schedule(total_steps: int, points: int, every_n_steps: int = 0) -> list[int]
 
 # --- what ------------------------------------------------------------------------------------------
 
+OPTIONAL = ("llc", "llc_std", "icl_plain")  # a reading's keys written only where they were measured
+
+
 @dataclass
 class Reading:
     step: int
@@ -66,12 +69,15 @@ class Reading:
     icl: float | None = None  # in-context score on the probe batch (`icl_score`)
     llc: float | None = None  # the local learning coefficient (heads.llc; maps.llc=true, at some readings)
     llc_std: float | None = None  # ...its standard deviation over the SGLD chains
+    # the in-context score on plain held-out windows, where the probe's windows carry planted repeats
+    # (data=text with data.repeat_fraction > 0: the probe's score is then read inside the planted copy)
+    icl_plain: float | None = None
 
     def line(self) -> str:
         scalars = {k: (None if v is None or not math.isfinite(v) else round(float(v), DIGITS))
                    for k, v in (("loss", self.loss), ("probe_loss", self.probe_loss), ("icl", self.icl),
-                                ("llc", self.llc), ("llc_std", self.llc_std))
-                   if v is not None or k not in ("llc", "llc_std")}  # the LLC's keys only where it was estimated
+                                ("llc", self.llc), ("llc_std", self.llc_std), ("icl_plain", self.icl_plain))
+                   if v is not None or k not in OPTIONAL}  # the LLC's keys only where it was estimated
         values = {k: np.round(np.nan_to_num(np.asarray(v, dtype=float)), DIGITS).tolist() for k, v in self.values.items()}
         return json.dumps({"step": int(self.step), "epoch": int(self.epoch), **scalars, "values": values},
                           separators=(",", ":"))
@@ -170,7 +176,7 @@ class Timeline:
         return np.stack(rows) if rows and len(rows) == len(self.readings) else None
 
     def scalar(self, name: str) -> np.ndarray:
-        """(N,) of loss / probe_loss / icl / llc, NaN where a reading has none."""
+        """(N,) of loss / probe_loss / icl / icl_plain / llc, NaN where a reading has none."""
         return np.array([np.nan if getattr(r, name) is None else getattr(r, name) for r in self.readings], dtype=float)
 
     def names(self) -> list[str]:
@@ -251,7 +257,7 @@ def _reading(line: str, layers: int, heads: int, path: Path, n: int) -> Reading:
         values = {str(k): np.asarray(v, dtype=float) for k, v in d["values"].items()}
         num = lambda x: None if x is None else float(x)  # noqa: E731
         r = Reading(int(d["step"]), int(d["epoch"]), values,
-                    *(num(d.get(k)) for k in ("loss", "probe_loss", "icl", "llc", "llc_std")))
+                    *(num(d.get(k)) for k in ("loss", "probe_loss", "icl", "llc", "llc_std", "icl_plain")))
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError):  # RecursionError: a line nested deep
         raise TimelineError(f"{path}: line {n} is not a reading") from None
     bad = [k for k, v in values.items() if v.shape != (layers, heads) or not np.isfinite(v).all()]

@@ -157,6 +157,7 @@ def timeline_data(t, formations: list, names: tuple[str, ...], changes: list = (
     return {"steps": t.steps.tolist(), "epochs": [r.epoch for r in t.readings],
             "values": {n: [float(f"{v:.3g}") for v in t.curve(n).ravel()] for n in names if t.curve(n) is not None},
             "loss": scalar("loss"), "icl": scalar("icl"),
+            **({"icl_plain": scalar("icl_plain")} if np.isfinite(t.scalar("icl_plain")).any() else {}),
             **({"llc": scalar("llc"), "stages": [c.step for c in changes if c.name == "llc"]}
                if np.isfinite(t.scalar("llc")).any() else {}),
             "formations": [{"layer": f.layer, "head": f.head, "role": f.role, "quantity": f.quantity, "step": f.step}

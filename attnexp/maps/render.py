@@ -301,6 +301,8 @@ def timeline(t, formations: list, changes: list, title: str) -> Image.Image:
     width = left + N * col + right
     curve_h = 70
     curves = [("loss", "training loss"), ("icl", "in-context score (late - early loss)")]
+    if np.isfinite(t.scalar("icl_plain")).any() and not np.allclose(t.scalar("icl_plain"), t.scalar("icl"), equal_nan=True):
+        curves.append(("icl_plain", "in-context score on plain windows (nothing planted)"))
     if np.isfinite(t.scalar("llc")).any():  # maps.llc: the LLC where it was estimated, its critical points dashed
         curves.append(("llc", "local learning coefficient (SGLD, devinterp)"))
     height = top + len(names) * (LH * row + 22) + len(curves) * (curve_h + 22) + 34

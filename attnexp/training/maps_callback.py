@@ -24,7 +24,7 @@ from attnexp.config import ALIGN_BEST, MapsConfig, layout
 from attnexp.heads import changes, llc, quantities
 from attnexp.heads import timeline as tl
 from attnexp.heads.analysis import Analysis, Context, context_of, induction_pair, read_heads
-from attnexp.heads.probe import Probe, attention_maps, light_reading, maps_and_token_loss, probe_from
+from attnexp.heads.probe import Probe, attention_maps, light_reading, probe_from
 from attnexp.maps import render, snapshot
 from attnexp.maps.background import Drawer
 from attnexp.maps.html import Viewer, timeline_data
@@ -35,12 +35,26 @@ from attnexp.training.loggers import log_histogram, log_image, log_layout, log_t
 log = logging.getLogger("attnexp")
 
 
+def plain_probe(dm, cfg) -> tuple[Probe | None, bool]:
+    """(a language model's plain held-out windows, as many as the probe has, or None; whether the probe
+    itself is plain). data=text: the validation windows before any repeat was planted; with nothing
+    planted they are the probe's own, and its score is the plain one."""
+    if cfg.texts or getattr(dm, "plain_val", None) is None:
+        return None, False
+    if dm.cfg.repeat_fraction <= 0:
+        return None, True
+    ids = dm.plain_probe_ids(cfg.n_examples)
+    return Probe(ids, [dm.decode(x) for x in ids]), False
+
+
 class AttentionMaps(L.Callback):
     def __init__(self, cfg: MapsConfig, out_dir: Path):
         self.cfg, self.dir = cfg, Path(out_dir) / layout.MAPS
         # the timeline's light reading: every per-head number and the roles, none of the pictures' methods
         self._light = dataclasses.replace(cfg, roles=True, importance=False, rollout=False, flow=False, relevance=False)
         self.probe: Probe | None = None
+        self.plain: Probe | None = None  # plain held-out windows beside a probe that carries planted repeats
+        self._probe_is_plain = False
         self.animations: dict[int, render.Animation] = {}  # example -> its GIF, a frame per snapshot (drawing thread)
         self._drawer = Drawer(cfg.background)  # the pictures, off the training thread (maps.background)
         self.viewer: Viewer | None = None  # viewer.html's data, added to at every snapshot
@@ -65,6 +79,7 @@ class AttentionMaps(L.Callback):
         self._stage = stage  # runs before a checkpoint is restored
         if self.probe is None and trainer.datamodule is not None:
             self.probe = probe_from(trainer.datamodule, self.cfg.texts, self.cfg.n_examples)
+            self.plain, self._probe_is_plain = plain_probe(trainer.datamodule, self.cfg)
             self._class_names = getattr(trainer.datamodule, "class_names", None)
 
     # A resumed run picks up the snapshots of its earlier part from <run>/maps/, so the viewer and
@@ -134,10 +149,11 @@ class AttentionMaps(L.Callback):
     def _take_start(self, trainer, pl_module) -> None:
         """The maps before the first step: the reference every later snapshot's drift is measured from,
         and the timeline's first reading (step 0)."""
-        w, token_loss = maps_and_token_loss(pl_module.model, self.probe, trainer.datamodule.pad_id)
+        w, token_loss, _, _, plain_loss = light_reading(pl_module.model, self.probe, trainer.datamodule.pad_id, None, None,
+                                                        self.plain)
         self._start = w
         if self._writer is not None:
-            self._append_reading(trainer, pl_module, 0, w, token_loss, None)
+            self._append_reading(trainer, pl_module, 0, w, token_loss, None, plain_loss=plain_loss)
         self.dir.mkdir(parents=True, exist_ok=True)
         a = self.analyse(trainer, pl_module, w)
         # step 0: each dashboard's image slider starts where the viewer does
@@ -198,12 +214,12 @@ class AttentionMaps(L.Callback):
             ctx = self.context(trainer, pl_module)
             pair = induction_pair(ctx)
             # everything the reading needs from the device in one transfer (issue 54: it was four)
-            w, token_loss, pair_maps, loss = light_reading(pl_module.model, self.probe, trainer.datamodule.pad_id,
-                                                           pair if self._light.roles else None, loss)
-            self._append_reading(trainer, pl_module, step, w, token_loss, loss, pair_maps)
+            w, token_loss, pair_maps, loss, plain_loss = light_reading(
+                pl_module.model, self.probe, trainer.datamodule.pad_id, pair if self._light.roles else None, loss, self.plain)
+            self._append_reading(trainer, pl_module, step, w, token_loss, loss, pair_maps, plain_loss)
 
     def _append_reading(self, trainer, pl_module, step: int, w: np.ndarray, token_loss, loss: float | None,
-                        pair_maps: np.ndarray | None = None) -> None:
+                        pair_maps: np.ndarray | None = None, plain_loss: np.ndarray | None = None) -> None:
         a = read_heads(pl_module.model, self.probe, w, trainer.datamodule.pad_id, self._light, self.context(trainer, pl_module),
                        self._start, pair_maps)  # the light reading: every per-head number and the roles, no pictures
         probe_loss = icl = None
@@ -211,10 +227,12 @@ class AttentionMaps(L.Callback):
             real = np.arange(token_loss.shape[1])[None, :] < (np.asarray(self.probe.lengths) - 1)[:, None]
             probe_loss = float(token_loss[real].mean()) if real.any() else None
             icl = tl.icl_score(token_loss, self.probe.lengths)
+        icl_plain = (tl.icl_score(plain_loss, self.plain.lengths) if plain_loss is not None
+                     else icl if self._probe_is_plain else None)
         lc, lc_std = self._llc.at(step, pl_module.model) if self._llc is not None else (None, None)
-        self._writer.append(tl.Reading(step, trainer.current_epoch, a.scores, loss, probe_loss, icl, lc, lc_std))
+        self._writer.append(tl.Reading(step, trainer.current_epoch, a.scores, loss, probe_loss, icl, lc, lc_std, icl_plain))
         scalars = {f"timeline/heads_{r}": float(n) for r, n in zip(*np.unique(a.roles, return_counts=True))}
-        for key, value in (("icl", icl), ("llc", lc)):
+        for key, value in (("icl", icl), ("icl_plain", icl_plain), ("llc", lc)):
             if value is not None and np.isfinite(value):
                 scalars[f"timeline/{key}"] = value
         for lg in trainer.loggers if step else ():  # a few numbers, not a wall of per-head curves

@@ -129,8 +129,8 @@ GROUPS = {
                     "newsgroups_minilm": "fine-tune the shared all-MiniLM-L6-v2",
                     "induction_heads": "Olsson et al.'s setting: a 2-layer attention-only rotary model on repeated "
                                        "random tokens, the heads read every 25 steps",
-                    "induction_text": "the same model on 20 Newsgroups bytes, every window ending in a repeat of an "
-                                      "earlier span of itself"},
+                    "induction_text": "the same model on 20 Newsgroups bytes, every window ending in a planted copy "
+                                      "of an earlier span of itself"},
                    "presets that set several groups at once"),
     "hparams_search": ({}, "an Optuna study over lr, warmup, dropout and width (with `-m`)"),
     "local": ({}, "your machine's settings (data folders, `trainer.accelerator`, a tracking URI) in `local/default.yaml`, "

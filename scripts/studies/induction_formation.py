@@ -94,9 +94,12 @@ def row(run: dict, arm: str, seed: int, least: float = 1.0) -> dict:
     prev = [f for f in formed if f.role == "previous"]
     ind = [f for f in formed if f.role == "induction"]
     inside = (lambda f: w is not None and f.interval[1] >= w[0] and f.interval[0] <= w[1])  # noqa: E731
-    icl = t.scalar("icl")
+    icl, plain = t.scalar("icl"), t.scalar("icl_plain")
+    plain_cells = ({"icl_plain start": round(float(np.nanmedian(plain[:5])), 2),
+                    "icl_plain end": round(float(np.nanmedian(plain[-5:])), 2)} if np.isfinite(plain).any() else {})
     return {"arm": arm, "seed": seed, "steps": int(t.steps[-1]), "readings": len(t.readings),
             "icl start": round(float(np.nanmedian(icl[:5])), 2), "icl end": round(float(np.nanmedian(icl[-5:])), 2),
+            **plain_cells,
             "drop window": f"{w[0]}-{w[1]}" if w else "no drop",
             "previous-token heads": ", ".join(f"L{f.layer}H{f.head}@{f.step}" for f in prev) or "none",
             "induction heads": ", ".join(f"L{f.layer}H{f.head}@{f.step}" for f in ind) or "none",

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Induction heads forming on real text (Olsson et al. 2022's phase change, on 20 Newsgroups):
 `experiment=induction_text` (a 2-layer attention-only model with rotary positions, a next-token loss
-on 20 Newsgroups bytes in windows of 64, every window ending in a repeat of an earlier span of itself:
-text richer in repeats) with 3 seeds, against the 1-layer control, each through `python -m attnexp
+on 20 Newsgroups bytes in windows of 64, every window ending in a planted copy of an earlier span of
+itself) with 3 seeds, against the 1-layer control, each through `python -m attnexp
 train`.
 
 Per run, read from its maps/timeline.jsonl (attnexp's own readings and change points, nothing tuned

@@ -209,8 +209,18 @@ def test_the_text_formation_figures_quoted_are_the_result_file():
     moved = max(abs(r["icl start"] - r["icl end"]) for r in one)
     assert f"move their score by more than {moved:.2f} nats" in page
     copy = ", ".join(f"{r['copy gain']:.2f}" for r in one)
-    assert f"| none | {copy} |" in page
+    plain = ", ".join(f"{r['loss at repeats, plain']:.2f}" for r in one)
+    assert f"| none | {copy} | {plain} |" in page
+    # issue 66 item 1: the copy gain beside the loss at the same bytes of plain text, against the control's
+    for seed, r in two.items():
+        assert f"| {r['copy gain']:.2f} | {r['loss at repeats, plain']:.2f} |" in page, seed
+    lo, hi = (f(r["loss at repeats, plain"] for r in one) for f in (min, max))
+    said = (f"the 2-layer seeds that copy lose {two[0]['loss at repeats, plain']:.2f} and "
+            f"{two[2]['loss at repeats, plain']:.2f} nats, where the 1-layer controls lose {lo:.2f}–{hi:.2f}")
+    assert said in page and "windows that end in a planted copy" in page
     readme = " ".join((REPO / "README.md").read_text().split())
+    assert (f"seed 0 loses {two[0]['loss at repeats, plain']:.2f} nats where the 1-layer controls lose "
+            f"{lo:.2f}–{hi:.2f}") in readme and "windows that each end in a planted copy" in readme
     at = int(two[0]["induction heads"].split("@")[1])
     assert f"induction head forms at step {at:,} as the in-context score falls by " \
            f"{two[0]['icl start'] - two[0]['icl end']:.1f} nats (2 of 3 seeds" in readme

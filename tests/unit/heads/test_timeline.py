@@ -311,7 +311,7 @@ def test_a_light_readings_one_transfer_gives_the_same_numbers(tmp_path):
     view = dataclasses.replace(MapsConfig(), roles=True, importance=False, rollout=False, flow=False, relevance=False)
     w1, t1 = maps_and_token_loss(m.model, probe, m.pad_id)
     a1 = read_heads(m.model, probe, w1, m.pad_id, view, ctx)
-    w2, t2, pair, loss = light_reading(m.model, probe, m.pad_id, [ctx.induction_ids, *ctx.induction_control_ids],
+    w2, t2, pair, loss, _ = light_reading(m.model, probe, m.pad_id, [ctx.induction_ids, *ctx.induction_control_ids],
                                        torch.tensor(1.25))
     a2 = read_heads(m.model, probe, w2, m.pad_id, view, ctx, pair_maps=pair)
     assert np.array_equal(w1, w2) and np.array_equal(t1, t2) and loss == 1.25
