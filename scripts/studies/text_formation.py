@@ -128,7 +128,7 @@ def main() -> None:
                 "command": "python -m attnexp train experiment=induction_text seed=S model.n_layers=L threads=1 "
                            "logger=none test=false maps.animation=false", "wall_s": round(sum(r["wall s"] for r in rows), 1)}
         table = write_results(out, f"text_formation_{device}{args.tag}", meta, rows,
-                              "Induction heads forming on 20 Newsgroups text richer in repeats: " +
+                              "Induction heads forming on 20 Newsgroups windows with planted repeats: " +
                               ("across variants, 2 layers each" if args.variants else "2 layers against the 1-layer control"),
                               [c for c in rows[0] if c not in ("first induction",)],
                               note="Each run: `python -m attnexp train experiment=induction_text seed=S model.n_layers=L` "
@@ -144,8 +144,8 @@ def main() -> None:
         images = out / "images"
         images.mkdir(parents=True, exist_ok=True)
         for (arm, _, seed), run in done:
-            if seed == 0 and not args.smoke and not args.tag and not args.variants:
-                name = "text_timeline.png" if arm == "2 layers" else "text_control.png"
+            if seed == 0 and not args.smoke and not args.variants:
+                name = f"text_timeline{args.tag}.png" if arm == "2 layers" else f"text_control{args.tag}.png"
                 shutil.copyfile(run["dir"] / "maps" / "timeline.png", images / name)
 
 
