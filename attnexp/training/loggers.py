@@ -133,9 +133,12 @@ class Wandb(Adapter):
         lg.log_table(key=key, columns=columns, data=rows, step=step)
 
     def histogram(self, lg, key, values, step):
+        # through the logger's own log_metrics, as its images: WandbLogger puts `step` under
+        # trainer/global_step and lets wandb count its own step, which an explicit step=... trailed
+        # (wandb then dropped every histogram: "less than the current step")
         import wandb
 
-        lg.experiment.log({key: wandb.Histogram(values)}, step=step)
+        lg.log_metrics({key: wandb.Histogram(values)}, step=step)
 
     def finish(self, lg, completed, run_dir=None):
         # A wandb run ends with its job: the next job of a sweep (Hydra's basic launcher runs them in

@@ -45,9 +45,10 @@ def test_a_run_ends_with_a_block_and_tensorboard_gets_hparams_and_aligned_images
     for needle in (b"attention.name", b"model.d_model", b"optim.lr", b"seed", b"hp/val/loss", b"hp/best_val/acc"):
         assert needle in blob, needle
     # the maps land on the step of the epoch's validation metrics
-    ev = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"images": 0, "scalars": 0}).Reload()
+    ev = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"images": 0, "scalars": 0, "histograms": 0}).Reload()
     # (and the start's, before training, at step 0: before, the dashboards never showed the initialisation)
     assert [e.step for e in ev.Images("attention_maps/example0")] == [0, *(e.step for e in ev.Scalars("val/loss"))]
+    assert any(t.startswith("heads/") for t in ev.Tags()["histograms"])  # every key the maps callback logs arrives
     hparams_yaml = (run_dir / "tensorboard" / "hparams.yaml").read_text()
     assert "seed:" in hparams_yaml and "trainer:" in hparams_yaml and "data:" in hparams_yaml
 
@@ -63,6 +64,23 @@ def test_wandb_run_config_holds_the_whole_config(tmp_path, monkeypatch):
         assert key in run["config"], key
     assert run["config"]["data"]["name"] == "toy" and run["config"]["trainer"]["max_epochs"] == 1
     assert run["exit_code"] == 0  # finished with its job
+
+
+def test_wandb_gets_every_key_the_maps_callback_logs(tmp_path, monkeypatch, capfd):
+    """Issue 68 item 2: the heads/<name> histograms went to wandb with an explicit step= that trailed the
+    step WandbLogger lets wandb count ("Tried to log to step 19 that is less than the current step 31 ...
+    this data will be ignored", 17 times an epoch): no heads/ key reached the run. Every key the callback
+    logs now arrives: histograms, maps, roles and the timeline's scalars."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    from helpers import wandb_log
+
+    train(run_of([*QUICK, "logger=wandb", "task=lm", "attention=causal", "maps.every_n_steps=5"], tmp_path))
+    run = wandb_log.summary(next((tmp_path / "wandb").glob("offline-run-*/run-*.wandb")))
+    keys = run["history"]
+    assert any(k.startswith("heads/") for k in keys), sorted(keys)
+    assert {"attention_maps/example0", "timeline/heads_broad"} & keys and any(k.startswith("timeline/") for k in keys)
+    assert any(k.startswith("head_") for k in keys) and "val/loss" in keys, sorted(keys)
+    assert "less than the current step" not in capfd.readouterr().err
 
 
 def test_early_stopping_is_recorded(tmp_path):
