@@ -237,4 +237,4 @@ class TrainerConfig:
               f"(trainer=ddp_sim: 2 CPU processes), or drop trainer=ddp for one device")
         check(not str(self.strategy or "").startswith("ddp_spawn"),
               f"trainer.strategy={self.strategy} trains in child processes that keep the run's record to themselves; use "
-              f"trainer=ddp (the same data-parallel training; e.g. trainer=ddp trainer.accelerator=cpu trainer.devices=2)")
+              f"trainer=ddp (the same data-parallel training) on GPUs, or trainer=ddp_sim (2 CPU processes)")

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from attnexp.config import ConfigError
-from attnexp.data.vocab import BOS, EOS, PAD, WORD_SPECIALS, Vocab, words
+from attnexp.data.vocab import BOS, EOS, MASK, PAD, WORD_SPECIALS, Vocab, words
 
 
 class TextEncoder:
@@ -54,6 +54,11 @@ class TextEncoder:
     def start_id(self) -> int:
         """The token a text begins with: [BOS] for a word vocabulary, [CLS] for a tokenizer's."""
         return BOS if self.kind == "words" else self.tok.token_to_id("[CLS]")
+
+    @property
+    def mask_id(self) -> int | None:
+        """[MASK]: a masked LM's input, never a causal LM's target (None where a tokenizer has none)."""
+        return MASK if self.kind == "words" else self.tok.token_to_id("[MASK]")
 
     @property
     def end_id(self) -> int:

@@ -30,6 +30,9 @@ def explain(e: Exception, overrides: list[str]) -> str:
                 f"value holding spaces or any of ?#=(),[]{{}}: key='a value' (python -m attnexp train --help lists keys)")
     if isinstance(e, MissingConfigException) and e.missing_cfg_file and "/" in e.missing_cfg_file:
         group, name = e.missing_cfg_file.rsplit("/", 1)
+        if group == "hydra/launcher" and name.startswith("submitit"):  # what slurm.yaml / local_parallel.yaml extend
+            return ("hydra/launcher=slurm and hydra/launcher=local_parallel run through Hydra's submitit launcher, "
+                    "which is not installed: pip install 'attnexp[cluster]' (from a clone: pip install -e '.[cluster]')")
         near = difflib.get_close_matches(name, e.options or [], n=1, cutoff=0.6)
         return (f"{group}={name} is not an option of {group}" + (f" (did you mean {group}={near[0]}?)" if near else "")
                 + f"; choose one of: {', '.join(e.options or [])}")

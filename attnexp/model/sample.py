@@ -70,9 +70,10 @@ def sample_text(loaded, prompt: str, max_new_tokens: int = 50, temperature: floa
     ids = enc.encode(prompt)
     ids = ids[:-1] if ids and ids[-1] == end else ids  # the prompt goes on: no end token after it
     g = torch.Generator().manual_seed(seed)
-    # a causal LM's targets are next tokens: never the padding (no loss there) nor the token a text starts
-    # with, yet their logits are finite, and a draw of one went on as if it were a word
-    never = (enc.pad_id, enc.start_id)
+    # a causal LM's targets are next tokens: never the padding (no loss there), the token a text starts
+    # with, nor [MASK] (a masked LM's input), yet their logits are finite, and a draw of one went on as if
+    # it were a word
+    never = tuple(i for i in (enc.pad_id, enc.start_id, enc.mask_id) if i is not None)
     out = []
     for _ in range(num_samples):
         new = generate(loaded.model, ids, max_new_tokens, temperature, top_k, end, g, never)

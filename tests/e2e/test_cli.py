@@ -196,13 +196,14 @@ def test_sample_never_draws_a_token_a_causal_model_is_not_trained_to_predict(cau
     60 samples of up to 100 tokens drew [PAD] before (among 3,878 tokens)."""
     from attnexp import api
     from attnexp.data.encoder import TextEncoder
-    from attnexp.data.vocab import BOS, PAD
+    from attnexp.data.vocab import BOS, MASK, PAD
 
     drawn = []
     monkeypatch.setattr(TextEncoder, "decode_text", lambda self, ids: drawn.append(list(ids)) or "")
     api.sample(causal_run[1]["checkpoints"]["last"], "the dog", max_new_tokens=100, temperature=1e6, num_samples=60)
     new = [i for ids in drawn for i in ids[3:]]  # after the prompt: [BOS] the dog
     assert len(new) > 1000 and PAD not in new and BOS not in new
+    assert MASK not in new  # issue 68 item 7: a masked LM's input is no causal LM's next token
 
 
 def test_what_other_tools_call_a_setting_names_attnexps(capsys):

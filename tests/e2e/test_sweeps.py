@@ -312,4 +312,4 @@ def test_glob_sweeps_and_ddp_spawn_are_checked_before_anything_runs():
                                  if not p.stem.startswith("newsgroups")])
     assert precheck(["trainer.strategy=ddp_spawn", "trainer.accelerator=cpu", "trainer.devices=2"], multirun=False) == (
         "trainer.strategy=ddp_spawn trains in child processes that keep the run's record to themselves; use trainer=ddp "
-        "(the same data-parallel training; e.g. trainer=ddp trainer.accelerator=cpu trainer.devices=2)")
+        "(the same data-parallel training) on GPUs, or trainer=ddp_sim (2 CPU processes)")
