@@ -222,7 +222,10 @@ def main() -> None:
 def fits(args, arms: dict[str, Arm], result: dict, path: Path, t0: float) -> None:
     """Warm-ups, the alternating timed fits within the budget, then the profiles; the file after each."""
     for name, arm in arms.items():
+        print(f"warm-up {name:>8}: its set-up, compile and one fit (not timed with the rest)", flush=True)
         result["arms"][name]["warmup"] = arm.ask("fit")
+        w = result["arms"][name]["warmup"]
+        print(f"warm-up {name:>8}: {w['wall_s']} s, {w['graphs_compiled']} graphs compiled", flush=True)
         write(path, result)
     order = list(arms)
     for i in range(args.repeats):
