@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from attnexp.config import layout
+from attnexp.config import ConfigError, layout
 from attnexp.config.checks import unwritable
-from attnexp.config.paths import default_paths
+from attnexp.config.paths import default_paths, write_whole
 from attnexp.config.secrets import hide_password, take_passwords
 from attnexp.results.compare import CompareError, markdown, newest_sweep, read, tables, write_csv
 
@@ -105,14 +105,14 @@ def compare_cli(argv: list[str]) -> int:
     from attnexp.results.report import write_report
 
     writers = {"csv": lambda p: write_csv(p, *(gcols, grows) if grows else (cols, rows)),
-               "md": lambda p: p.write_text((markdown(gcols, grows) + "\n\n" if grows else "") + markdown(cols, rows) + "\n"),
+               "md": lambda p: write_whole(p, (markdown(gcols, grows) + "\n\n" if grows else "") + markdown(cols, rows) + "\n"),
                "report": lambda p: write_report(p, t, cols, rows, gcols, grows)}
     for key in (k for k in writers if k in opts):
         try:
             Path(opts[key]).parent.mkdir(parents=True, exist_ok=True)
             writers[key](Path(opts[key]))
-        except OSError as e:
-            print(f"attnexp compare: cannot write {key}={opts[key]}: {e.strerror or e}", file=sys.stderr)
+        except (OSError, ConfigError) as e:
+            print(f"attnexp compare: cannot write {key}={opts[key]}: {getattr(e, 'strerror', None) or e}", file=sys.stderr)
             return 1
         print(f"wrote {opts[key]}")
     return 0

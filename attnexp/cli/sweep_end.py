@@ -13,6 +13,7 @@ from pathlib import Path
 
 from attnexp.cli.exits import SWEEP_FAILED
 from attnexp.config import layout
+from attnexp.config.files import FileRefused, append_text
 from attnexp.results import summary
 from attnexp.results.summary import FAILURES, Status
 
@@ -27,8 +28,10 @@ def say_refused(out: Path, root: Path, why: Exception) -> None:
         logger.removeHandler(handler)
         handler.close()
     log.error("not run: %s", why)
-    with open(root / layout.REFUSED, "a", encoding="utf-8") as f:
-        f.write(f"not run: {' '.join(str(why).split())}\n")
+    try:
+        append_text(root / layout.REFUSED, f"not run: {' '.join(str(why).split())}\n")
+    except (OSError, FileRefused) as e:
+        log.error("not noted in %s: %s", root / layout.REFUSED, e)
 
 
 def forget_refusals(root: Path) -> None:

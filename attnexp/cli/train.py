@@ -19,7 +19,7 @@ from attnexp.cli.exits import EXIT, config_error, disk_is_full, exit_code, one_l
 from attnexp.cli.sweep_end import finish_sweep, forget_refusals, nothing_ran, say_refused
 from attnexp.config import ConfigError
 from attnexp.config.checks import unwritable
-from attnexp.config.paths import conf_dir
+from attnexp.config.paths import conf_dir, write_whole
 from attnexp.launch.compose import register_resolvers, register_schemas, with_config_dir
 from attnexp.results import summary
 from attnexp.results.summary import Status
@@ -197,7 +197,7 @@ def job(cfg, launch: Launch) -> float | None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from attnexp.compat.hydra import save_job_files
+    from attnexp.compat.hydra import job_files
     from attnexp.launch.load import job_context
     from attnexp.results.folder import FolderTaken, owned
 
@@ -209,7 +209,8 @@ def job(cfg, launch: Launch) -> float | None:
     try:
         with owned(out, cfg.get("resume"), job_context() if sweep else None):  # one run a folder, one folder a run
             if launch.hydra_subdir:  # Hydra's files of the job, written only into a folder that is the job's
-                save_job_files(cfg, out, launch.hydra_subdir)
+                for path, text in job_files(cfg, out, launch.hydra_subdir).items():
+                    write_whole(path, text)
             return run_job(cfg, out, sweep, launch.again, launch.multirun, started)
     except FolderTaken as e:
         if not sweep:

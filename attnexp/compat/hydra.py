@@ -67,10 +67,11 @@ def run(task_function, argv: list[str], mode, conf_dir: str) -> None:
         GlobalHydra.instance().clear()
 
 
-def save_job_files(task_cfg, out, subdir: str) -> None:
+def job_files(task_cfg, out, subdir: str) -> dict[Path, str]:
     """What Hydra's run_job writes into a job's output_subdir (hydra.core.utils.run_job: config.yaml,
-    hydra.yaml, overrides.yaml), written by the job once its folder `out` is its own: a sweep's jobs run
-    with hydra.output_subdir=null, so that Hydra no longer overwrites the files of a run the job then refuses."""
+    hydra.yaml, overrides.yaml): path -> YAML, for the job to write once its folder `out` is its own (a
+    sweep's jobs run with hydra.output_subdir=null, so that Hydra no longer overwrites the files of a run
+    the job then refuses). The folder is made here."""
     import copy
 
     from hydra.core.hydra_config import HydraConfig
@@ -81,5 +82,5 @@ def save_job_files(task_cfg, out, subdir: str) -> None:
         hc.hydra.output_subdir = subdir  # as Hydra would have had it
     folder = Path(out) / subdir
     folder.mkdir(parents=True, exist_ok=True)
-    for name, node in (("config.yaml", task_cfg), ("hydra.yaml", hc), ("overrides.yaml", hc.hydra.overrides.task)):
-        (folder / name).write_text(OmegaConf.to_yaml(node), encoding="utf-8")
+    return {folder / name: OmegaConf.to_yaml(node)
+            for name, node in (("config.yaml", task_cfg), ("hydra.yaml", hc), ("overrides.yaml", hc.hydra.overrides.task))}

@@ -1,11 +1,14 @@
 """One reading rule for a file from outside this process (a run folder's summary.json, a .env, a
 study's journal): opened without blocking (a named pipe would wait for a writer for ever), used only
 if it is a regular file, its size checked on the open descriptor before a byte is read, JSON parsed
-within a nesting limit. Every failure is FileRefused with the reason in a few words, for the caller's
-one line."""
+within a nesting limit. One writing rule for a file attnexp appends to or writes in a folder it did
+not just make (a run folder may be a stranger's): opened without following a link (O_NOFOLLOW),
+without blocking, and written only if it is a regular file (`append_text`, `open_to_write`). Every
+failure is FileRefused with the reason in a few words, for the caller's one line."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -47,6 +50,55 @@ def regular(path: Path | str):
         raise FileRefused(f"unreadable ({e.strerror or type(e).__name__})") from None
     finally:
         os.close(fd)
+
+
+def open_to_write(path: Path | str, append: bool = False) -> int:
+    """A descriptor to write `path` by the writing rule (the module docstring), made if absent
+    (0o644), emptied first unless `append`; FileRefused where the name is a link, a folder, a pipe
+    or anything but a regular file (nothing is then written, and the file there is left as it is)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | (os.O_APPEND if append else 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        why = {errno.ELOOP: "a symbolic link (not followed)", errno.EISDIR: "a folder, not a file",
+               errno.ENXIO: "not a regular file (a pipe, a device or a socket)"}.get(e.errno)
+        raise FileRefused(why or f"unwritable ({e.strerror or type(e).__name__})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise FileRefused("not a regular file (a pipe, a device or a socket)")
+        if not append:
+            os.ftruncate(fd, 0)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def append_text(path: Path | str, text: str) -> None:
+    """Append `text` to `path` by the writing rule, in one write (readers see whole lines)."""
+    fd = open_to_write(path, append=True)
+    try:
+        data = text.encode("utf-8")
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
+
+
+def check_replaceable(path: Path | str) -> None:
+    """FileRefused unless `path` is absent or a regular file (not followed where it is a link): what a
+    whole-file write (config.paths.whole) may replace."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise FileRefused("a symbolic link (not replaced)")
+    if stat.S_ISDIR(st.st_mode):
+        raise FileRefused("a folder, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise FileRefused("not a regular file (a pipe, a device or a socket)")
 
 
 def read_bytes(path: Path | str, limit: int) -> bytes:

@@ -5,9 +5,12 @@ notebook's pretrained tokenizer, `compare` with no folder, a data config built o
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from attnexp.config.checks import ConfigError
+from attnexp.config.files import FileRefused, check_replaceable
 
 
 def conf_dir() -> Path:
@@ -42,11 +45,34 @@ def whole(path: Path | str) -> Iterator[Path]:
     """Write a file whole or not at all: yields a temporary path beside `path` (`.<name>.<pid>.tmp`,
     the name training.checkpointing.remove_orphans clears after a kill) that replaces `path` once the block
     completes and is removed if anything in it fails (a full disk once left 0-byte pictures, GIFs
-    and records behind). Every file attnexp writes in place goes through it."""
+    and records behind). Every file attnexp writes in place goes through it. FileRefused (config.files)
+    where `path` is a link, a folder or anything but a regular file: the writing rule."""
     path = Path(path)
+    check_replaceable(path)  # the writing rule (config.files): a link, folder or pipe there is left as it is
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.unlink(missing_ok=True)  # a link or file planted at the temporary name is not written through
+    except IsADirectoryError:
+        raise FileRefused(f"{tmp.name}: a folder where attnexp writes a temporary file") from None
     try:
         yield tmp
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def write_whole(path: Path | str, content: str | bytes | Callable[[Path], None]) -> None:
+    """`path` written whole (`whole`) by the writing rule: its text or bytes, or what `content(tmp)`
+    writes (a library's save). A link, folder or pipe at `path` is left as it is, and the run stops with
+    one line naming it (ConfigError)."""
+    try:
+        with whole(path) as tmp:
+            if isinstance(content, str):
+                tmp.write_text(content, encoding="utf-8")
+            elif isinstance(content, bytes):
+                tmp.write_bytes(content)
+            else:
+                content(tmp)
+    except FileRefused as e:
+        raise ConfigError(f"{path} is {e}; attnexp writes only regular files there: move it away, or use another "
+                          f"folder") from None

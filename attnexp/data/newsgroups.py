@@ -15,7 +15,8 @@ import datasets
 from datasets import ClassLabel, DatasetDict
 
 from attnexp.compat.datasets import fingerprint
-from attnexp.config import ConfigError, hub_offline
+from attnexp.config import ConfigError, hub_offline, layout
+from attnexp.config.paths import write_whole
 from attnexp.data.base import TokenDataModule
 from attnexp.data.encoder import TextEncoder
 from attnexp.data.text_files import not_utf8, utf8_problem
@@ -206,7 +207,7 @@ class NewsgroupsDataModule(TokenDataModule):
                         "tokenizer_trained": trained}
         self.encoder = TextEncoder("tokenizer", tok.to_str(), c.lowercase, c.max_len)
         if self.run_dir:
-            tok.save(str(Path(self.run_dir) / "tokenizer.json"))
+            write_whole(Path(self.run_dir) / layout.TOKENIZER, lambda tmp: tok.save(str(tmp)))
         self.vocab_size = tok.get_vocab_size()
         self.pad_id, self.mask_id = tok.token_to_id("[PAD]"), tok.token_to_id("[MASK]")
         specials = [tok.token_to_id(s) for s in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")]

@@ -23,6 +23,8 @@ import torch
 from tokenizers import Tokenizer, decoders, models, normalizers
 from tokenizers.pre_tokenizers import ByteLevel
 
+from attnexp.config import layout
+from attnexp.config.paths import write_whole
 from attnexp.data.encoder import TextEncoder
 from attnexp.data.newsgroups import NewsgroupsDataModule
 from attnexp.data.table import Table
@@ -103,7 +105,7 @@ class TextDataModule(NewsgroupsDataModule):
         tok = self.tokenizer(lambda: splits["train"]["text"])
         self.encoder = TextEncoder("tokenizer", tok.to_str(), c.lowercase, c.max_len)
         if self.run_dir:
-            tok.save(str(Path(self.run_dir) / "tokenizer.json"))
+            write_whole(Path(self.run_dir) / layout.TOKENIZER, lambda tmp: tok.save(str(tmp)))
         tok.no_truncation()  # posts whole: the windows cut the stream
         self.vocab_size = tok.get_vocab_size()
         self.pad_id, self.mask_id = tok.token_to_id("[PAD]"), tok.token_to_id("[MASK]")

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from attnexp.config import layout
+from attnexp.config.files import FileRefused, append_text, read_bytes
 from attnexp.config.paths import whole
 
 log = logging.getLogger("attnexp")
@@ -115,6 +116,9 @@ class Writer:
         checkpoint had read) the earlier part's readings up to that step, the later ones (taken after
         the checkpoint, then lost with the run) dropped, so no step is in the file twice."""
         self.header, self.readings = None, []
+        if keep_through is not None and self.path.is_symlink():
+            raise TimelineError(f"{self.path}: a symbolic link where the heads timeline goes (not followed); move it "
+                                f"away (this run goes on without a timeline)")
         if self.path.is_dir():
             raise TimelineError(f"{self.path}: a folder where the heads timeline goes; move it away (this run goes on "
                                 f"without a timeline)")
@@ -139,8 +143,11 @@ class Writer:
         self.header = {"attnexp_timeline": FORMAT, "layers": int(layers), "heads": int(heads)}
         kept = [r.line() for r in self.readings]
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with whole(self.path) as tmp:
-            tmp.write_text("".join(line + "\n" for line in [json.dumps(self.header), *kept]))
+        try:
+            with whole(self.path) as tmp:
+                tmp.write_text("".join(line + "\n" for line in [json.dumps(self.header), *kept]))
+        except FileRefused as e:
+            raise TimelineError(f"{self.path}: {e}; this run goes on without a timeline") from None
 
     def append(self, reading: Reading) -> None:
         shape = next(iter(reading.values.values())).shape if reading.values else (0, 0)
@@ -149,9 +156,10 @@ class Writer:
                 self.readings = []
             self._write(*shape)
         line = reading.line()
-        with open(self.path, "a") as f:
-            f.write(line + "\n")
-            f.flush()
+        try:
+            append_text(self.path, line + "\n")  # the writing rule (config.files): one write, to the OS at once
+        except FileRefused as e:
+            raise TimelineError(f"{self.path}: {e}; this run goes on without a timeline") from None
         self.readings.append(_reading(line, self.header["layers"], self.header["heads"], self.path,
                                       len(self.readings) + 2))  # as written: rounded, as a reader of the file sees it
 
@@ -186,8 +194,6 @@ class Timeline:
 def _text(path: Path) -> str:
     """The file's text by the one reading rule (a regular file, its size checked before it is read: a
     named pipe of that name is not waited on), undecodable bytes replaced (the line is then refused)."""
-    from attnexp.config.files import FileRefused, read_bytes
-
     try:
         return read_bytes(path, MAX_BYTES).decode("utf-8", errors="replace")
     except FileRefused as e:

@@ -9,11 +9,13 @@ to write and doubles as the GIF frames."""
 from __future__ import annotations
 
 import io
+import logging
 from functools import cache, lru_cache
 
 import numpy as np
 from PIL import GifImagePlugin, Image, ImageDraw, ImageFont
 
+from attnexp.config.files import FileRefused
 from attnexp.config.paths import whole
 from attnexp.maps.view import LUT, SCALES, colours, fit, is_signed, rows_note, scaled
 
@@ -175,9 +177,13 @@ def write_png(img: Image.Image, path) -> None:
 
 
 def write_bytes(path, data: bytes) -> None:
-    """`data` as the file `path`, whole or not at all (config.paths.whole)."""
-    with whole(path) as tmp:
-        tmp.write_bytes(data)
+    """`data` as the file `path`, whole or not at all (config.paths.whole); a link, folder or pipe planted
+    at `path` is left as it is, and said in one line (the writing rule, config.files)."""
+    try:
+        with whole(path) as tmp:
+            tmp.write_bytes(data)
+    except FileRefused as e:
+        logging.getLogger("attnexp").warning("%s is %s; not written", path, e)
 
 
 def importance(imp_LH: np.ndarray, layer_L: np.ndarray | None, title: str) -> Image.Image:

@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 from attnexp.config import higher_is_better, layout, split_override  # no torch import there either
+from attnexp.config.paths import write_whole
 from attnexp.results import summary
 from attnexp.results.significance import t_quantile, welch_p
 from attnexp.results.summary import KILLED, Status
@@ -300,10 +301,13 @@ def markdown(cols: list[str], rows: list[dict]) -> str:
 
 
 def write_csv(path: Path, cols: list[str], rows: list[dict]) -> None:
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+            w.writeheader()
+            w.writerows(rows)
+
+    write_whole(path, write)
 
 
 def read(paths: list[Path]) -> list[tuple[Path, dict]]:
@@ -354,6 +358,6 @@ def write_sweep_table(sweep_dir: Path) -> Path:
     if grows:
         text = markdown(gcols, grows) + "\n\n" + text
         write_csv(sweep_dir / layout.SWEEP_GROUPS_CSV, gcols, grows)
-    (sweep_dir / layout.SWEEP_TABLE).write_text(text + "\n")
+    write_whole(sweep_dir / layout.SWEEP_TABLE, text + "\n")
     write_csv(sweep_dir / layout.SWEEP_CSV, cols, rows)
     return sweep_dir / layout.SWEEP_TABLE

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from attnexp.config import higher_is_better, layout
+from attnexp.config.paths import write_whole
 from attnexp.heads import quantities
 from attnexp.heads.importance import SHARE, heads_for_share
 from attnexp.maps import snapshot
@@ -268,4 +269,4 @@ def write_report(path: Path, t: Table, cols: list[str], rows: list[dict], gcols:
               "<h2>Every run</h2>", runs_table(t, path)]
     page = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>attnexp report</title><style>{CSS}</style>"
             f"</head><body>{''.join(parts)}</body></html>")
-    path.write_text(page, encoding="utf-8")
+    write_whole(path, page)

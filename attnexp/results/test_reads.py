@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from attnexp.config import layout
+from attnexp.config.files import append_text
 
 MAX_BYTES = 1 << 20  # ~5,000 reads; a larger file is not an attnexp ledger
 
@@ -26,8 +27,7 @@ def note(run_dir: Path | str, by: str, checkpoint: Path | str | None) -> None:
     line = {"at": time.strftime("%Y-%m-%dT%H:%M:%S"), "by": by,
             "checkpoint": Path(checkpoint).name if checkpoint else None,
             "command": hide_password(" ".join(sys.argv[:1] + [shlex.quote(a) for a in sys.argv[1:]]))}
-    with open(Path(run_dir) / layout.TEST_READS, "a", encoding="utf-8") as f:
-        f.write(json.dumps(line) + "\n")
+    append_text(Path(run_dir) / layout.TEST_READS, json.dumps(line) + "\n")  # a link or pipe there: FileRefused
 
 
 def read(run_dir: Path | str) -> list[dict]:

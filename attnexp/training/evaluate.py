@@ -17,6 +17,7 @@ import torch
 from attnexp.config import ConfigError, MapsConfig, TaskConfig, check, from_dict, layout, split_override
 from attnexp.config.checks import unwritable
 from attnexp.config.data import DATA_SETS
+from attnexp.config.files import FileRefused
 from attnexp.config.paths import whole
 from attnexp.model import checkpoints
 from attnexp.results import summary
@@ -135,8 +136,9 @@ def noted_in_run(ckpt: Path) -> str | None:
     try:
         if run is not None:
             test_reads.note(run, "eval split=test", ckpt)
-    except OSError as e:
-        logging.getLogger("attnexp").warning("the test read is not noted in %s (%s)", run, e.strerror or e)
+    except (OSError, FileRefused) as e:
+        logging.getLogger("attnexp").warning("the test read is not noted in %s (%s: %s)", run, layout.TEST_READS,
+                                             getattr(e, "strerror", None) or e)
         return None
     return str(run) if run else None
 

@@ -19,6 +19,8 @@ from lightning.pytorch.callbacks import EarlyStopping
 from omegaconf import OmegaConf
 
 from attnexp.config import ConfigError, Run, check, layout, split_override
+from attnexp.config.files import FileRefused
+from attnexp.config.paths import write_whole
 from attnexp.data import build_datamodule
 from attnexp.data.base import identity_mismatch
 from attnexp.model import checkpoints
@@ -87,7 +89,7 @@ def prepare(run: Run):
     """Seed, threads, the data set up, the module built (pretrained weights loaded, a resumed run's
     checkpoint checked against it): (datamodule, module, resume path)."""
     resolved = OmegaConf.to_yaml(OmegaConf.create(run.config))
-    (run.out_dir / layout.CONFIG).write_text(resolved)
+    write_whole(run.out_dir / layout.CONFIG, resolved)
     build.quiet_lightning(run.extras.ignore_warnings)
     if run.extras.print_config and os.environ.get("LOCAL_RANK", "0") == "0":
         print(resolved, end="", flush=True)
@@ -184,7 +186,10 @@ def test(run: Run, trainer, module, dm, best, recorder: RunRecorder) -> None:
         return
     recorder.test_metrics = results[0] if results else {}
     if module.stage_prefix["test"] == "test" and trainer.is_global_zero:
-        test_reads.note(run.out_dir, "train test=true", best.best_model_path or None)
+        try:
+            test_reads.note(run.out_dir, "train test=true", best.best_model_path or None)
+        except (OSError, FileRefused) as e:
+            log.warning("the test read is not noted in %s (%s: %s)", run.out_dir, layout.TEST_READS, e)
 
 
 def record_early_stop(recorder: RunRecorder, trainer) -> None:

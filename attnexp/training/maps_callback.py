@@ -230,7 +230,13 @@ class AttentionMaps(L.Callback):
         icl_plain = (tl.icl_score(plain_loss, self.plain.lengths) if plain_loss is not None
                      else icl if self._probe_is_plain else None)
         lc, lc_std = self._llc.at(step, pl_module.model) if self._llc is not None else (None, None)
-        self._writer.append(tl.Reading(step, trainer.current_epoch, a.scores, loss, probe_loss, icl, lc, lc_std, icl_plain))
+        try:
+            self._writer.append(tl.Reading(step, trainer.current_epoch, a.scores, loss, probe_loss, icl, lc, lc_std,
+                                           icl_plain))
+        except tl.TimelineError as e:  # its file replaced by a link, a pipe or a folder mid-run: one line, no timeline
+            log.warning("%s", e)
+            self._writer = None
+            return
         scalars = {f"timeline/heads_{r}": float(n) for r, n in zip(*np.unique(a.roles, return_counts=True))}
         for key, value in (("icl", icl), ("icl_plain", icl_plain), ("llc", lc)):
             if value is not None and np.isfinite(value):

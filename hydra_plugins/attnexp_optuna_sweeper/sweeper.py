@@ -28,6 +28,7 @@ from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp.config import higher_is_better, layout
+from attnexp.config.paths import write_whole
 from attnexp.config.study import StudyStorage
 from hydra_plugins.attnexp_optuna_sweeper._study_storage import (
     SweepError,
@@ -288,7 +289,7 @@ class OptunaSweeper(Sweeper):
         # what the sweeper decided, where the command line reads it (its results file; no module-level flag)
         out = Path(self.config.hydra.sweep.dir)
         out.mkdir(parents=True, exist_ok=True)
-        (out / RESULTS).write_text(json.dumps({"study_name": self.s.study_name, "nothing_ran": True}) + "\n")
+        write_whole(out / RESULTS, json.dumps({"study_name": self.s.study_name, "nothing_ran": True}) + "\n")
 
     @staticmethod
     def tell(study, trials, returns) -> None:
@@ -320,7 +321,7 @@ class OptunaSweeper(Sweeper):
                   "best": {"number": study.best_trial.number, "value": study.best_value,
                            "params": study.best_params} if done else None}
         result["dashboard"] = dashboard_command(self.where)
-        (out / RESULTS).write_text(json.dumps(result, indent=2) + "\n")
+        write_whole(out / RESULTS, json.dumps(result, indent=2) + "\n")
         if done:
             log.info("best trial %d: %s = %s with %s", study.best_trial.number,
                      OmegaConf.select(self.config, "checkpoint.monitor"), study.best_value, study.best_params)

@@ -111,16 +111,17 @@ def test_a_planted_refused_txt_is_cleared_by_the_launch_and_read_as_a_strangers_
 
 
 def test_a_jobs_hydra_files_say_the_output_subdir_as_given(tmp_path):
-    """The job writes Hydra's three files itself (compat/hydra.save_job_files); the subdir in its hydra.yaml
+    """The job writes Hydra's three files itself (compat/hydra.job_files); the subdir in its hydra.yaml
     was the folder's last name (`x` for hydra.output_subdir=meta/x)."""
     import yaml
 
-    from attnexp.compat.hydra import save_job_files
+    from attnexp.compat.hydra import job_files
     from attnexp.launch.compose import compose
 
     cfg = compose(["seed=3"], tmp_path)
     task = {k: v for k, v in cfg.items() if k != "hydra"}
-    save_job_files(task, tmp_path, "meta/x")
+    for path, text in job_files(task, tmp_path, "meta/x").items():
+        path.write_text(text)
     hydra = yaml.safe_load((tmp_path / "meta" / "x" / "hydra.yaml").read_text())["hydra"]
     assert hydra["output_subdir"] == "meta/x"
     assert yaml.safe_load((tmp_path / "meta" / "x" / "config.yaml").read_text())["seed"] == 3
