@@ -14,7 +14,12 @@ import pytest
 from helpers.runs import REPO
 
 PLANTED = {"conf/.env": "WANDB_API_KEY=planted-key\n", "conf/experiment/mine.yaml": "# api_key: planted-key\nseed: 1\n",
-           "conf/local/default.yaml": "# @package _global_\nseed: 2\n", "conf/attention/.hidden.yaml": "name: causal\n"}
+           "conf/local/default.yaml": "# @package _global_\nseed: 2\n", "conf/attention/.hidden.yaml": "name: causal\n",
+           # issue 67 item 8 and 68 item 7: untracked code in every package folder, and a module an earlier
+           # build left in build/lib after it was deleted
+           "attnexp/planted_module.py": "KEY = 'planted-key'\n", "attnexp/maps/vendor/planted.js": "// planted\n",
+           "attnexp/heads/planted.py": "", "hydra_plugins/planted_pkg/__init__.py": "raise SystemExit('planted')\n",
+           "build/lib/attnexp/stale_module.py": "# deleted since the last build\n"}
 
 
 @pytest.fixture(scope="module")
@@ -43,12 +48,21 @@ def test_a_wheel_and_an_sdist_ship_only_the_tracked_configs(planted_checkout, tm
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path),
                     str(planted_checkout)], check=True, capture_output=True, text=True)
     wheel = next(tmp_path.glob("attnexp-*.whl"))
-    in_wheel = shipped_conf([n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("attnexp/conf/")])
+    names = zipfile.ZipFile(wheel).namelist()
+    in_wheel = shipped_conf([n for n in names if n.startswith("attnexp/conf/")])
     assert in_wheel == want, sorted(in_wheel ^ want)
+    code_tracked = set(subprocess.run(["git", "ls-files", "attnexp", "hydra_plugins"], cwd=planted_checkout,
+                                      capture_output=True, text=True, check=True).stdout.split())
+    code = {n for n in names if n.split("/")[0] in ("attnexp", "hydra_plugins") and not n.startswith("attnexp/conf/")}
+    assert code <= code_tracked, sorted(code - code_tracked)
+    assert {"attnexp/__init__.py", "attnexp/maps/viewer.html"} <= code and any("vendor/" in n for n in code)
 
     code = f"from setuptools import build_meta; print(build_meta.build_sdist({str(tmp_path)!r}))"
     name = subprocess.run([sys.executable, "-c", code], cwd=planted_checkout, check=True, capture_output=True,
                           text=True).stdout.split()[-1]
     with tarfile.open(tmp_path / name) as tar:
-        in_sdist = shipped_conf([m.name.split("/", 1)[1] for m in tar.getmembers() if m.isfile()])
+        members = [m.name.split("/", 1)[1] for m in tar.getmembers() if m.isfile()]
+    in_sdist = shipped_conf(members)
     assert in_sdist == want, sorted(in_sdist ^ want)
+    planted_code = {n for n in PLANTED if not n.startswith(("conf/", "build/"))}
+    assert not planted_code & set(members), sorted(planted_code & set(members))
