@@ -10,9 +10,21 @@ from attnexp.cli.exits import EXIT
 from attnexp.config import ConfigError
 
 USAGE = ("usage: python -m attnexp eval ckpt=PATH [split=test|val|train (default: test, or val where the data has no "
-         "test split)] [out=DIR] [data.KEY=VALUE ...]")
+         "test split)] [out=DIR] [data.KEY=VALUE ...]  (ckpt_path=PATH, lightning-hydra-template's key, is ckpt)")
 NOTE = ("  the data's settings are the checkpoint's; a file or folder it was read from (data.path, data.corpus, "
         "data.tokenizer) is read only when you give it again")
+
+
+def eval_keys() -> list[str]:
+    """The evaluation's own keys, as conf/eval.yaml (its primary config) declares them: ckpt, ckpt_path,
+    split, out. Paths are read as given, not through Hydra's override grammar (a folder may hold spaces,
+    '=' or parentheses)."""
+    import yaml
+
+    from attnexp.config.paths import conf_dir
+
+    own = yaml.safe_load((conf_dir() / "eval.yaml").read_text())
+    return [k for k in own if k != "defaults"]
 
 
 def eval_cli(argv: list[str]) -> int:
@@ -21,18 +33,21 @@ def eval_cli(argv: list[str]) -> int:
         return 0
     args, data = {}, []
     try:
+        keys = eval_keys()
         for a in argv:
             key, sep, value = a.partition("=")
             if sep and "." in key:
                 data.append(a)  # data.* only: evaluate() says so of any other
-            elif sep and key in ("ckpt", "split", "out"):
+            elif sep and key in keys:
                 if not value:  # before: ckpt= became Path('') and was reported as ckpt='.'
                     raise ConfigError(f"{key}= is empty; {USAGE}")
                 args[key] = value
-            elif sep and key == "ckpt_path":  # lightning-hydra-template's eval.py key
-                raise ConfigError(f"ckpt_path is lightning-hydra-template's key; attnexp's is ckpt={value or 'PATH'}")
             else:
                 raise ConfigError(f"cannot read {a!r}; {USAGE}")
+        if "ckpt_path" in args:  # lightning-hydra-template's eval.py key (conf/eval.yaml): the same as ckpt
+            if "ckpt" in args and args["ckpt"] != args["ckpt_path"]:
+                raise ConfigError(f"ckpt={args['ckpt']} and ckpt_path={args['ckpt_path']} name two checkpoints; give one")
+            args["ckpt"] = args.pop("ckpt_path")
         if "ckpt" not in args:
             raise ConfigError(f"give ckpt=PATH; {USAGE}")
         from attnexp import api

@@ -129,9 +129,10 @@ def store_plugin_options(cs, data_sets: dict) -> None:
                 cs.store(group="attention", name=name, node=AttentionConfig(name=name))
 
 
-def compose(overrides: list[str], out_dir: str | Path = "unused"):
+def compose(overrides: list[str], out_dir: str | Path = "unused", config_name: str = "config"):
     """The config `attnexp train OVERRIDES` would run, for scripts, notebooks and tests: same conf
-    dir, schemas and defaults; `paths.output_dir` set to `out_dir` (Hydra's run dir in the CLI)."""
+    dir, schemas and defaults; `paths.output_dir` set to `out_dir` (Hydra's run dir in the CLI).
+    `config_name="eval"`: conf/eval.yaml, `attnexp eval`'s (the same groups and its own keys)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -143,7 +144,7 @@ def compose(overrides: list[str], out_dir: str | Path = "unused"):
     register_schemas()
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3", job_name=JOB):  # as Hydra's run names it
-        cfg = hydra_compose("config", overrides=list(overrides), return_hydra_config=True)
+        cfg = hydra_compose(config_name, overrides=list(overrides), return_hydra_config=True)
         with read_write(cfg), open_dict(cfg):
             cfg.paths.output_dir = str(out_dir)
             cfg.hydra.runtime.output_dir = str(out_dir)

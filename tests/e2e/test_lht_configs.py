@@ -2,8 +2,10 @@
 attnexp (ashleve/lightning-hydra-template). LHT builds each node with `hydra.utils.instantiate`;
 attnexp builds data, model and trainer through one path, the one `attnexp train` takes
 (`load_run(compose(...))` checks the config, `training.fit.prepare` builds the data and the module,
-`training.build.trainer` the Trainer with `trainer.precision=auto` resolved), so a bare
-`instantiate(cfg.trainer)` is not how a node is built (docs/configuration.md)."""
+`training.build.trainer` the Trainer with `trainer.precision` resolved); its data and model nodes are
+typed settings, not `_target_` nodes. The trainer node is Lightning's own: `instantiate(cfg.trainer)`
+gives a Trainer, as LHT's test_train_config and test_eval_config assert (its precision null: Lightning's
+default, which attnexp's own path resolves to bf16-mixed on a GPU that has it)."""
 
 from __future__ import annotations
 
@@ -28,15 +30,31 @@ def test_train_config(overrides, tmp_path):
     assert isinstance(dm, L.LightningDataModule) and isinstance(module, L.LightningModule) and resume is None
     assert isinstance(trainer, L.Trainer) and trainer.max_epochs == 1
     assert trainer.precision == ("32-true" if not torch.cuda.is_available() else trainer.precision)  # auto, resolved
-
-
-def test_a_bare_instantiate_of_the_trainer_node_is_refused_by_lightning_as_the_docs_say(tmp_path):
-    """The one node LHT instantiates that attnexp resolves first: trainer.precision=auto."""
+    from hydra.core.hydra_config import HydraConfig
     from hydra.utils import instantiate
 
-    cfg = compose(["logger=none"], tmp_path)
-    with pytest.raises(Exception, match="[Pp]recision"):
-        instantiate(cfg.trainer)
+    HydraConfig().set_config(cfg)
+    assert isinstance(instantiate(cfg.trainer), L.Trainer)  # LHT's hydra.utils.instantiate(cfg_train.trainer)
+
+
+def test_eval_config(tmp_path):
+    """Mirrors test_eval_config, with its fixture's compose(config_name="eval", overrides=["ckpt_path=."]):
+    conf/eval.yaml composes, holds data, model and trainer, each builds, and the trainer node instantiates.
+    Before (issue 68 item 3): there was no eval primary config (MissingConfigException)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.utils import instantiate
+
+    from attnexp.model import Transformer
+
+    cfg = compose(["ckpt_path=.", "logger=none"], tmp_path, config_name="eval")
+    assert cfg and cfg.data and cfg.model and cfg.trainer and cfg.ckpt_path == "."
+    HydraConfig().set_config(cfg)
+    run = load_run(compose(["logger=none"], tmp_path))  # the same groups through attnexp's path
+    dm = build_datamodule(run.data, run.task, causal=run.attention.causal, run_dir=str(tmp_path), seed=run.seed)
+    dm.setup("fit")
+    assert isinstance(dm, L.LightningDataModule)
+    assert isinstance(Transformer(run.model, run.attention, dm.vocab_size), torch.nn.Module)
+    assert isinstance(instantiate(cfg.trainer), L.Trainer)
 
 
 @pytest.mark.parametrize("batch_size", [32, 128])

@@ -4,8 +4,9 @@ training runs; these also read the run's summary.json and checkpoints.
 
 Where LHT's setting has no attnexp equivalent it is said beside it: `trainer=cpu` is the same,
 `trainer=ddp_sim` is `trainer=ddp trainer.accelerator=cpu trainer.devices=2`, `ckpt_path=` of
-eval.py is `attnexp eval ckpt=`, and train.py's `ckpt_path=` (resume) is `resume=`. The GPU tests
-(test_train_fast_dev_run_gpu, test_train_epoch_gpu_amp) are the GPU suite's (`pytest -m cuda`)."""
+eval.py is `attnexp eval ckpt=` (or `ckpt_path=`), and train.py's `ckpt_path=` (resume) is `resume=`.
+The GPU tests (test_train_fast_dev_run_gpu, test_train_epoch_gpu_amp) carry the `cuda` marker: the GPU
+suite's `pytest -m cuda` runs them."""
 
 from __future__ import annotations
 
@@ -40,6 +41,26 @@ def test_train_fast_dev_run(tmp_path):
     attnexp("train", *SMALL, "trainer.fast_dev_run=true", f"hydra.run.dir={tmp_path}")
     s = summary(tmp_path)
     assert s["status"] == "completed" and s["steps"] == 1 and not list(tmp_path.glob("checkpoints/*.ckpt"))
+
+
+@pytest.mark.cuda
+def test_train_fast_dev_run_gpu(tmp_path):
+    """Mirrors test_train_fast_dev_run_gpu: `trainer.fast_dev_run=true trainer.accelerator=gpu`."""
+    attnexp("train", *[a for a in SMALL if a != "trainer=cpu"], "trainer.accelerator=gpu", "trainer.fast_dev_run=true",
+            f"hydra.run.dir={tmp_path}")
+    s = summary(tmp_path)
+    assert s["status"] == "completed" and s["steps"] == 1 and "cpu" not in s["device"]
+
+
+@pytest.mark.cuda
+@pytest.mark.slow
+def test_train_epoch_gpu_amp(tmp_path):
+    """Mirrors test_train_epoch_gpu_amp: one epoch on the GPU in 16-bit mixed precision (LHT's precision=16,
+    Lightning 2's 16-mixed)."""
+    attnexp("train", *[a for a in SMALL if a != "trainer=cpu"], "trainer.accelerator=gpu", "trainer.precision=16-mixed",
+            "trainer.max_epochs=1", f"hydra.run.dir={tmp_path}")
+    s = summary(tmp_path)
+    assert s["status"] == "completed" and s["epochs"] == 1 and s["precision"] == "16-mixed"
 
 
 def test_train_epoch_double_val_loop(tmp_path):

@@ -242,15 +242,18 @@ def test_lightning_hydra_template_habits_get_attnexps_key(args, needle, capsys):
     assert needle in err and "\n" not in err, err
 
 
-def test_eval_takes_attnexps_key_and_the_split_train_would_score(trained, tmp_path, capsys):
-    """Before: `eval ckpt_path=` printed only a usage line, and eval's default split=test refused the
-    toy data (no test split) that `train test=true` rescores on validation."""
+def test_eval_takes_lhts_key_too_and_the_split_train_would_score(trained, tmp_path, capsys):
+    """Before: `eval ckpt_path=` printed only a usage line, then a line naming ckpt=; eval's default
+    split=test refused the toy data (no test split) that `train test=true` rescores on validation.
+    Issue 68 item 3: ckpt_path, lightning-hydra-template's eval.py key, is taken as ckpt (conf/eval.yaml)."""
     from attnexp.cli import main
 
-    assert main(["eval", f"ckpt_path={trained[1]}"]) == 2
-    assert "ckpt_path is lightning-hydra-template's key; attnexp's is ckpt=" in capsys.readouterr().err
+    assert main(["eval", f"ckpt_path={trained[1]}", f"out={tmp_path / 'lht'}"]) == 0
+    assert json.loads((tmp_path / "lht" / "summary.json").read_text())["split"] == "val"
     assert main(["eval", f"ckpt={trained[1]}", f"out={tmp_path / 'e'}"]) == 0
     assert json.loads((tmp_path / "e" / "summary.json").read_text())["split"] == "val"
+    assert main(["eval", f"ckpt={trained[1]}", "ckpt_path=other.ckpt"]) == 2
+    assert "name two checkpoints" in capsys.readouterr().err
 
 
 def test_attnexp_load_is_there_from_import_attnexp(trained):
