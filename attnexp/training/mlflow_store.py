@@ -16,6 +16,11 @@ def check_store(uri: str) -> None:
     """MLflow's local SQLite store, checked before the run as a stranger's file: its path must stay a
     path inside a URL (MLflow parses it as one: a '?' or '#' in paths.log_dir cut it and wrote the
     store elsewhere), its folder writable, and the file, when it exists, a whole SQLite database."""
+    file_store = uri.lower().startswith("file:") or uri.startswith(("/", "./", "../", "~"))  # MLflow's FileStore
+    if file_store and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() not in ("true", "1"):
+        raise ConfigError(f"MLflow 3 refuses a file store ({uri}) unless MLFLOW_ALLOW_FILE_STORE=true; use "
+                          f"sqlite:///PATH/mlflow.db (attnexp's default store), a tracking server's http://HOST:PORT, or "
+                          f"set MLFLOW_ALLOW_FILE_STORE=true")
     path = sqlite_file(uri)
     if path is None:
         return  # a tracking server, or another store MLflow checks itself

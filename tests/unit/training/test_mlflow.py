@@ -88,3 +88,17 @@ def test_many_leaves_out_a_logger_that_is_not_installed_and_a_named_one_needs_it
     with pytest.raises(ConfigError, match=r"logger=mlflow needs no_such_module_attnexp, which is not installed: "
                                           r"pip install 'attnexp\[mlflow\]'"):
         loggers.installed_loggers({"mlflow": specs["mlflow"]}, "mlflow")
+
+
+def test_a_file_store_mlflow_refuses_is_one_line_before_the_run(tmp_path, monkeypatch, capsys):
+    """Issue 68 item 7: MLFLOW_TRACKING_URI=file:... ended in a multi-line Hydra error (MLflow 3 refuses a
+    file store unless MLFLOW_ALLOW_FILE_STORE=true); it is now the one-line check the other settings get."""
+    from attnexp.cli import main
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"file:{tmp_path / 'mlruns'}")
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    assert main(["train", "logger=mlflow", "trainer.max_epochs=1", "data.n_sentences=100",
+                 f"hydra.run.dir={tmp_path / 'run'}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "MLFLOW_ALLOW_FILE_STORE=true" in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "mlruns").exists()
