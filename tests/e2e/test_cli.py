@@ -88,6 +88,11 @@ def test_cli_help_and_commands(tmp_path):
     h = run_cli("train", "--help", cwd=tmp_path).stdout
     for group in ("attention:", "model:", "data:", "task:", "trainer:", "logger:", "experiment:"):
         assert group in h
+    # issue 68 item 7: the groups the README says --help lists include hydra/launcher's and local
+    from helpers.runs import options
+
+    launcher = next(line for line in h.splitlines() if line.startswith("hydra/launcher:"))
+    assert all(o in launcher for o in options("hydra/launcher")) and "\nlocal: " in h
     r = run_cli("frobnicate", cwd=tmp_path)
     assert r.returncode == 2 and "unknown command" in r.stderr
 
