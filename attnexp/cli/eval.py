@@ -21,9 +21,10 @@ def eval_keys() -> list[str]:
     '=' or parentheses)."""
     import yaml
 
+    from attnexp.config.files import read_text
     from attnexp.config.paths import conf_dir
 
-    own = yaml.safe_load((conf_dir() / "eval.yaml").read_text())
+    own = yaml.safe_load(read_text(conf_dir() / "eval.yaml", 1 << 16))
     return [k for k in own if k != "defaults"]
 
 
