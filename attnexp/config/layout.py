@@ -33,6 +33,7 @@ SWEEP_TABLE, SWEEP_CSV, SWEEP_GROUPS_CSV = "results.md", "results.csv", "results
 STUDY_RESULTS = "optuna_results.json"
 REFUSED = "refused.txt"
 TEST_READS = "test_reads.jsonl"
+RESERVE_FILE = ".summary.reserve"  # bytes a running run keeps aside, given up for its last record on a full disk
 TOKENIZER = "tokenizer.json"  # a run's own tokenizer (data=newsgroups, data=text), as the data module trained or read it
 PREDICTIONS = "predictions.json"  # <eval folder>/: a classifier's prediction for each example of the split
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attnexp.config import layout
-from attnexp.config.paths import whole
+from attnexp.config.paths import write_whole
 
 if TYPE_CHECKING:
     from attnexp.config import JobContext, Run
@@ -69,43 +69,40 @@ def dumps(data: Any, **kw) -> str:
     return json.dumps(strict(data), allow_nan=False, default=str, **kw)
 
 
-RESERVE = 64 << 10  # bytes a run's record keeps for itself: its final status still fits on a full disk
+RESERVE = 64 << 10  # bytes a running record keeps aside: its final status still fits on a full disk
 
 
 def write(path: Path | str, data: Any, reserve: int = 0) -> None:
     """Strict JSON to a temporary file, then a rename: a reader (or a kill) never sees half a file.
-    `reserve`: pad the file with whitespace to that many bytes, so that when the disk fills up later
-    the final record (or, if it is longer, its status and error alone) can overwrite those bytes in
-    place: a full disk once left a run's record saying `running` for good."""
+    `reserve`: while a run is running, `reserve` bytes are kept aside in layout.RESERVE_FILE beside the
+    record; on a full disk that file is given up and the record written again (or, if it is longer,
+    its status and error alone): a full disk once left a run's record saying `running` for good. A
+    record written with no reserve (the run's last) gives the file up. summary.json itself is plain
+    JSON of its own size."""
     path = Path(path)
+    spare = path.parent / layout.RESERVE_FILE
     text = dumps(data, indent=2) + "\n"
-    text += " " * max(0, reserve - len(text.encode()))
     try:
-        with whole(path) as tmp:  # a full disk: no half-written temporary file left beside the record
-            tmp.write_text(text)
+        keep_aside(spare, reserve)
+        write_whole(path, text)
     except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        spare.unlink(missing_ok=True)  # the bytes kept aside: room for the record now
         short = {k: data.get(k) for k in ("schema", "status", "error", "run_dir")} if isinstance(data, dict) else {}
         short["note"] = "the whole record did not fit: the disk was full"
-        if e.errno not in (errno.ENOSPC, errno.EDQUOT) or not overwrite(path, [text.rstrip() + "\n", dumps(short) + "\n"]):
-            raise
+        try:
+            write_whole(path, text)
+        except OSError:
+            write_whole(path, dumps(short) + "\n")
+    if not reserve:
+        spare.unlink(missing_ok=True)
 
 
-def overwrite(path: Path, texts: list[str]) -> bool:
-    """The first of `texts` that fits in `path`'s bytes, written over them in place (padded with
-    spaces; no new disk block needed); False when none fits or there is no such file."""
-    try:
-        size = path.stat().st_size
-    except OSError:
-        return False
-    for text in texts:
-        raw = text.encode()
-        if len(raw) <= size:
-            with open(path, "r+b") as f:
-                f.write(raw + b" " * (size - len(raw)))
-                f.flush()
-                os.fsync(f.fileno())
-            return True
-    return False
+def keep_aside(spare: Path, size: int) -> None:
+    """`size` bytes of real blocks in `spare` (written, not a sparse file), made once; nothing for 0."""
+    if size and not (spare.is_file() and not spare.is_symlink() and spare.stat().st_size >= size):
+        write_whole(spare, bytes(size))
 
 
 def _version(pkg: str) -> str | None:

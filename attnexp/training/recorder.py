@@ -285,7 +285,7 @@ class RunRecorder(L.Callback):
         }
         self.out_dir.mkdir(parents=True, exist_ok=True)
         try:
-            summary.write(self.out_dir / summary.NAME, record, reserve=summary.RESERVE)
+            summary.write(self.out_dir / summary.NAME, record, reserve=summary.RESERVE if status == Status.RUNNING else 0)
         except OSError as e:
             if status == Status.RUNNING or not disk_full(e):  # a full disk mid-run: the exception that follows says it
                 raise

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from attnexp.config import layout
 from attnexp.results import summary
 from attnexp.results.summary import Status, SummaryError
 
@@ -19,11 +20,19 @@ def record(**over) -> dict:
 
 
 def test_a_record_is_written_strict_whole_and_with_its_reserve(tmp_path):
-    path = tmp_path / summary.NAME
+    """Issue 68 item 6: summary.json was padded with blanks to 65,536 bytes (the full-disk reserve); it is
+    plain JSON of its own size now, the reserve a file of its own while the run runs."""
+    path, spare = tmp_path / summary.NAME, tmp_path / layout.RESERVE_FILE
     summary.write(path, record(metrics={"final": {"val/loss": float("nan")}, "test": {}, "best": None, "history": []}),
                   reserve=summary.RESERVE)
     text = path.read_text()
-    assert len(text.encode()) == summary.RESERVE and "NaN" not in text  # padded; NaN is null in strict JSON
+    assert text == json.dumps(json.loads(text), indent=2) + "\n" and "NaN" not in text  # NaN is null in strict JSON
+    assert spare.stat().st_size == summary.RESERVE
+    summary.write(path, record(), reserve=0)  # the last record gives the reserve up
+    assert not spare.exists() and json.loads(path.read_text())["status"] == "completed"
+    summary.write(path, record(metrics={"final": {"val/loss": float("nan")}, "test": {}, "best": None, "history": []}),
+                  reserve=summary.RESERVE)
+    text = path.read_text()
     data = json.loads(text)
     assert data["schema"] == summary.SCHEMA and data["status"] == "completed" and data["metrics"]["final"]["val/loss"] is None
     assert not list(tmp_path.glob(".*.tmp"))  # the temporary file was renamed over, not left
