@@ -62,3 +62,27 @@ def test_every_command_of_the_tour_works_as_written(tmp_path, capsys):
                 code = e.code or 0
             assert code == 0, cmd
         capsys.readouterr()
+
+
+def test_the_first_commands_time_and_block_are_a_run_of_it():
+    """Issue 68 item 5: the README said "the run about 20 s" and showed a block of 3 epochs and 255 steps
+    where the default trains 8 epochs, 680 steps, and its install lacked ruptures, so the run ended with a
+    pip line where the block said "no head changed role abruptly". The block and the time are now those of
+    `python -m attnexp train` as scripts/docs/readme_run.py ran it (scripts/results/readme_run.json), and
+    the first command installs the extra that block needs."""
+    import json
+
+    from helpers.runs import CONF
+
+    run = json.loads((REPO / "scripts" / "results" / "readme_run.json").read_text())
+    text = (REPO / "README.md").read_text()
+    assert "A run ends by saying what it did:\n\n```\n" + "\n".join(run["block"]) + "\n```" in text
+    assert f"the run about {round(run['wall_s'])} s on 2 CPU cores" in text and run["command"] == "python -m attnexp train"
+    import yaml
+
+    epochs = yaml.safe_load((CONF / "trainer" / "default.yaml").read_text())["max_epochs"]
+    timed = next(line for line in run["block"] if line.startswith("  time "))
+    assert f" · {epochs} epochs · " in timed  # the default's epochs, as the run trained them
+    heads = next(line for line in run["block"] if line.startswith("  heads "))
+    first = re.search(r"```bash\n(python3 -m venv .*)\n```", text).group(1)
+    assert "pip install" not in heads and "-e '.[timeline]'" in first  # change points need ruptures
