@@ -1,8 +1,9 @@
 #!/usr/bin/env python
 """The README's first command, run: `python -m attnexp train` with nothing added, in a fresh folder, as
 the README's first command runs it after its install. Its wall time and the block it ends with go to
-scripts/results/readme_run.json, and README.md's "Where a run goes" block and "the run about N s" are
-rewritten from that file (tests/e2e/test_readme.py holds the page to it).
+scripts/results/readme_run.json, and README.md's "Where a run goes" block and "the run about N s", and
+docs/runs.md's copy of the block, are rewritten from that file (tests/e2e/test_readme.py holds both
+pages to it).
 
     python scripts/docs/readme_run.py              # about 30 s on 2 CPU cores
 
@@ -26,8 +27,9 @@ sys.path.insert(0, str(REPO / "scripts"))
 from common import RESULTS, provenance  # noqa: E402
 
 README = REPO / "README.md"
+RUNS = REPO / "docs" / "runs.md"  # shows the same block
 FILE = RESULTS / "readme_run.json"
-BLOCK = re.compile(r"(A run ends by saying what it did:\n\n```\n)(.*?)(\n```)", re.S)
+BLOCK = re.compile(r"(A run ends by saying what it did.*?\n\n```\n)(.*?)(\n```)", re.S)
 TIME = re.compile(r"the run about \d+ s on 2 CPU cores")
 
 
@@ -48,12 +50,13 @@ def run() -> dict:
 
 
 def write_readme(result: dict) -> None:
-    text = README.read_text()
-    text, n = BLOCK.subn(lambda m: m.group(1) + "\n".join(result["block"]) + m.group(3), text)
-    text, k = TIME.subn(f"the run about {round(result['wall_s'])} s on 2 CPU cores", text)
-    if n != 1 or k != 1:
-        raise SystemExit("readme_run.py: README.md no longer has the block or the run's time where this script writes")
-    README.write_text(text)
+    for page, times in ((README, 1), (RUNS, 0)):
+        text = page.read_text()
+        text, n = BLOCK.subn(lambda m: m.group(1) + "\n".join(result["block"]) + m.group(3), text)
+        text, k = TIME.subn(f"the run about {round(result['wall_s'])} s on 2 CPU cores", text)
+        if n != 1 or k != times:
+            raise SystemExit(f"readme_run.py: {page.name} no longer has the block or the run's time where this script writes")
+        page.write_text(text)
 
 
 def main() -> None:

@@ -77,6 +77,8 @@ def test_the_first_commands_time_and_block_are_a_run_of_it():
     run = json.loads((REPO / "scripts" / "results" / "readme_run.json").read_text())
     text = (REPO / "README.md").read_text()
     assert "A run ends by saying what it did:\n\n```\n" + "\n".join(run["block"]) + "\n```" in text
+    runs = (REPO / "docs" / "runs.md").read_text()
+    assert "ran it for the README" in runs and "\n```\n" + "\n".join(run["block"]) + "\n```" in runs
     assert f"the run about {round(run['wall_s'])} s on 2 CPU cores" in text and run["command"] == "python -m attnexp train"
     import yaml
 
