@@ -62,7 +62,9 @@ def open_to_write(path: Path | str, append: bool = False) -> int:
     except OSError as e:
         why = {errno.ELOOP: "a symbolic link (not followed)", errno.EISDIR: "a folder, not a file",
                errno.ENXIO: "not a regular file (a pipe, a device or a socket)"}.get(e.errno)
-        raise FileRefused(why or f"unwritable ({e.strerror or type(e).__name__})") from None
+        if why is None:  # a read-only or full disk, a missing folder: the caller's OSError, as any write's
+            raise
+        raise FileRefused(why) from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise FileRefused("not a regular file (a pipe, a device or a socket)")

@@ -52,8 +52,7 @@ def test_train_fast_dev_run_gpu(tmp_path):
     assert s["status"] == "completed" and s["steps"] == 1 and "cpu" not in s["device"]
 
 
-@pytest.mark.cuda
-@pytest.mark.slow
+@pytest.mark.cuda  # cuda alone: `-m slow` would select a test marked slow too, and it needs a GPU
 def test_train_epoch_gpu_amp(tmp_path):
     """Mirrors test_train_epoch_gpu_amp: one epoch on the GPU in 16-bit mixed precision (LHT's precision=16,
     Lightning 2's 16-mixed)."""
