@@ -228,6 +228,38 @@ def test_the_text_formation_figures_quoted_are_the_result_file():
 
 
 
+def test_the_content_decided_repeats_figures_quoted_are_the_result_file():
+    """Issue 66 item 2: docs/maps.md's account of text_formation.py at data.repeat_fraction=0.5 (repeats that
+    only content announces), every figure computed here from text_formation_cpu_half.json."""
+    import json
+
+    data = json.loads((REPO / "scripts" / "results" / "text_formation_cpu_half.json").read_text())
+    rows, page = data["results"], " ".join((REPO / "docs" / "maps.md").read_text().split())
+    assert data["overrides"] == ["data.repeat_fraction=0.5"] and not data["smoke"] and not data["made"]["tree_changed"]
+    fmt = lambda x: f"{x:.2f}".replace("-", "−")  # noqa: E731
+    for r in rows:
+        layers = 2 if r["arm"] == "2 layers" else 1
+        line = (f"| {layers} | {r['seed']} | {fmt(r['icl start'])} → {fmt(r['icl end'])} | {fmt(r['icl_plain start'])} → "
+                f"{fmt(r['icl_plain end'])} | {r['induction heads']} | {fmt(r['copy gain'])} | "
+                f"{r['loss at repeats, plain']:.2f} |")
+        assert line in page, line
+    assert all(r["induction heads"] == "none" for r in rows) and "A null result at this scale" in page
+    steps = {r["steps"] for r in rows}
+    assert len(steps) == 1 and f"({steps.pop():,} steps, {rows[0]['steps'] * 32 * 64 / 1e6:.0f} M tokens)" in page
+    dropped = [r for r in rows if r["drop window"] != "no drop"]
+    assert len(dropped) == 1 and f"2-layer seed {dropped[0]['seed']}'s in its first" in page
+    gain = sorted(r["copy gain"] for r in rows)
+    assert f"copy gain {fmt(gain[0])} to {fmt(gain[-1])} nats, every run" in page and gain[-1] < 0
+    two = [r for r in rows if r["arm"] == "2 layers"]
+    one = [r for r in rows if r["arm"] != "2 layers"]
+    span = lambda rs, k, f: f"{f(min(r[k] for r in rs))}" + "{}" + f"{f(max(r[k] for r in rs))}"  # noqa: E731
+    two_f = lambda x: f"{x:.2f}"  # noqa: E731
+    assert f"the 2-layer runs lose {span(two, 'loss at repeats, plain', two_f).format('–')} nats against the controls' " \
+           f"{span(one, 'loss at repeats, plain', two_f).format('–')}" in page
+    assert f"ends at {span(two, 'icl_plain end', fmt).format(' to ')} against the controls' " \
+           f"{span(one, 'icl_plain end', fmt).format(' to ')}" in page
+
+
 FOURTH_WINDOW = REPO / "scripts" / "results" / "gpu" / "2026-11-28_nvidia-h200"
 
 
