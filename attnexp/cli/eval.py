@@ -40,7 +40,7 @@ def eval_cli(argv: list[str]) -> int:
             if sep and "." in key:
                 data.append(a)  # data.* only: evaluate() says so of any other
             elif sep and key in keys:
-                if not value:  # before: ckpt= became Path('') and was reported as ckpt='.'
+                if not value:  # Path('') would read as the folder '.'
                     raise ConfigError(f"{key}= is empty; {USAGE}")
                 args[key] = value
             else:

@@ -225,8 +225,8 @@ def run_job(cfg, out: Path, sweep: bool, again: list[str], multirun: bool, start
     from attnexp.training.stops import Interrupted, StopSignals
 
     # A stop signal from here until train() takes over (the checks, the Lightning import: seconds, more on a
-    # loaded node) is this job's, not submitit's alone: before, SLURM's warning there left no record, and a
-    # job submitit would not requeue could end "completed successfully" with none (issue 52)
+    # loaded node) is this job's, not submitit's alone: SLURM's warning there must leave a record, or a job
+    # submitit does not requeue ends "completed successfully" with none
     with StopSignals() as early:
         try:
             try:

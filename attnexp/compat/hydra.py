@@ -70,8 +70,8 @@ def run(task_function, argv: list[str], mode, conf_dir: str) -> None:
 def job_files(task_cfg, out, subdir: str) -> dict[Path, str]:
     """What Hydra's run_job writes into a job's output_subdir (hydra.core.utils.run_job: config.yaml,
     hydra.yaml, overrides.yaml): path -> YAML, for the job to write once its folder `out` is its own (a
-    sweep's jobs run with hydra.output_subdir=null, so that Hydra no longer overwrites the files of a run
-    the job then refuses). The folder is made here."""
+    sweep's jobs run with hydra.output_subdir=null, so that Hydra never overwrites the files of a run the
+    job then refuses). The folder is made here."""
     import copy
 
     from hydra.core.hydra_config import HydraConfig

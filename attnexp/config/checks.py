@@ -81,8 +81,8 @@ MIN_FREE_BYTES = 64 << 10  # Hydra's .hydra/ files (~10 kB), the lock and the fi
 
 
 def full(existing: Path, folder: Path, what: str) -> str | None:
-    """One line when the disk that would hold `folder` is already full (before: Hydra's traceback from
-    writing .hydra/config.yaml, and no record), else None."""
+    """One line when the disk that would hold `folder` is already full, said before Hydra writes
+    .hydra/config.yaml there (which would fail in a traceback and leave no record), else None."""
     import shutil
 
     try:

@@ -101,8 +101,7 @@ def heads_line(s: dict, root: Path) -> str | None:
 
 def time_said(s: dict) -> str:
     """The run's times, said so that neither reads as part of the other: a resumed run's training
-    time counts every session, its wall time only this command's (before: '100.4 s training (41.9 s
-    in all)')."""
+    time counts every session, its wall time only this command's, so training can exceed "in all"."""
     train, wall = s["train_time_s"], s.get("wall_time_s", 0)
     if s.get("resumed_from"):
         n = len(s["resumed_from"]) + 1

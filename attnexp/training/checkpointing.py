@@ -176,8 +176,8 @@ class StepCheckpoint(ModelCheckpoint):
 
 def check_state(state) -> None:
     """The maps callback's state in a checkpoint, typed before it is used: the epochs it drew (ints), its
-    best alignment (numbers or null) and its last timeline step (an int or null). Before: a string or
-    null there were tracebacks, and a forged history was copied into the new run's record."""
+    best alignment (numbers or null) and its last timeline step (an int or null): anything else is one
+    line, never a traceback, and a forged history never reaches the new run's record."""
     def count(x) -> bool:
         return isinstance(x, int) and not isinstance(x, bool) and -1 <= x < 10**9
 

@@ -45,7 +45,7 @@ class EpochLines(L.Callback):
         total = trainer.estimated_stepping_batches
         eta = f" · ETA {fmt(ms * (total - trainer.global_step) / 1000)}" if total and total != float("inf") else ""
         # the last logged loss, already on the host (module.last_logged_loss): the step's own loss is a device
-        # tensor, and float() of it waited for the GPU every 30 s (issue 54)
+        # tensor, and float() of it would wait for the GPU every 30 s
         loss = getattr(pl_module, "last_logged_loss", None)
         said = f" · loss {loss:.4g}" if loss is not None else ""
         log.info("step %d of %s%s · %.0f ms/step%s", trainer.global_step, total if total != float("inf") else "?", said, ms,
@@ -69,8 +69,8 @@ class EpochLines(L.Callback):
     def on_train_end(self, trainer, pl_module):
         self._line(trainer)
 
-    # Scoring a split can take minutes (20 Newsgroups' 7,532 test posts: about 8 of them on 2 CPU
-    # cores, silent where no bar is drawn): a line as it starts, one every EVERY_S, one as it ends.
+    # Scoring a split can take minutes (20 Newsgroups' 7,532 test posts on 2 CPU cores): a line as it
+    # starts, one every EVERY_S, one as it ends.
     def on_test_epoch_start(self, trainer, pl_module):
         self._pass_start(trainer, "testing")
 

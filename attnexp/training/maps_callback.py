@@ -131,8 +131,8 @@ class AttentionMaps(L.Callback):
     def _read(self, path: Path, pl_module) -> snapshot.Snapshot | None:
         """A snapshot the first part of a resumed run wrote, weights included; one that is not a
         snapshot (`snapshot.read`), or whose maps are bigger than this run's model and probe make them
-        (layers x examples x heads x tokens^2 float32), is left out with one line. Before: any file's
-        weights could take up to 1 GB, and two 0.95 MB files in a resumed folder took 4.3 GB."""
+        (layers x examples x heads x tokens^2 float32), is left out with one line: a small file must not
+        unpack into gigabytes of weights."""
         m = pl_module.model.m
         T = max(self.probe.lengths, default=0)
         bound = m.n_layers * len(self.probe.ids) * m.n_heads * T * T * 4
@@ -213,7 +213,7 @@ class AttentionMaps(L.Callback):
             loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
             ctx = self.context(trainer, pl_module)
             pair = induction_pair(ctx)
-            # everything the reading needs from the device in one transfer (issue 54: it was four)
+            # everything the reading needs from the device in one transfer
             w, token_loss, pair_maps, loss, plain_loss = light_reading(
                 pl_module.model, self.probe, trainer.datamodule.pad_id, pair if self._light.roles else None, loss, self.plain)
             self._append_reading(trainer, pl_module, step, w, token_loss, loss, pair_maps, plain_loss)

@@ -175,7 +175,7 @@ class AttnexpModule(L.LightningModule):
         """Under DDP, this rank's mean loss weighted by its share of the global batch's targets (one
         all-reduce of the target count a step): DDP averages the ranks' gradients, which is the global
         batch's gradient only when every rank has as many targets; weighted so, it is on any data (a
-        rank's batch of short sentences no longer counts as much as one of long posts)."""
+        rank's batch of short sentences counts for its targets, not as much as one of long posts)."""
         if self.trainer.world_size == 1:
             return loss
         count = self._step_count.float()

@@ -87,7 +87,7 @@ def disk_full_message(folder: Path | str, n_params: int | None) -> str:
 
 class QuietDiskFullThreads:
     """While a run lives, a helper thread (TensorBoard's event writer) that dies of a full disk prints
-    nothing: the run's own handling says it in one line (before: a 17-line traceback came first)."""
+    nothing: the run's own handling says it in one line, with no thread's traceback before it."""
 
     def __enter__(self):
         self._previous = threading.excepthook

@@ -66,8 +66,8 @@ def check(storage: StudyStorage | None) -> None:
 
 def check_journal(path: Path) -> None:
     """A journal file that exists is replayed once before the sweep starts, as Optuna will: one that is
-    cut short, garbage or another tool's file is one line naming it (before: Optuna's reader's traceback
-    of up to 70 frames), and it is left as it was."""
+    cut short, garbage or another tool's file is one line naming it (not Optuna's reader's traceback),
+    and it is left as it was."""
     if not path.exists():
         return
     if not path.is_file():
