@@ -88,7 +88,7 @@ def check_cut(plan: dict, plan_path: Path, out: Path) -> list[dict]:
 
 def rehearse(plan_path: Path, out: Path | None) -> None:
     sys.path.insert(0, str(Path(__file__).parent))
-    from suite import load_plan
+    from plan import load_plan
 
     plan = load_plan(plan_path)
     out = (out or Path(tempfile.mkdtemp(prefix="gpu-rehearsal-"))).resolve()

@@ -67,14 +67,11 @@ from pathlib import Path
 import torch
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "scripts"))
+sys.path[:0] = [str(REPO / "scripts"), str(Path(__file__).resolve().parent)]
 
 from common import markdown_table, provenance  # noqa: E402
+from plan import BUDGETED, PARTS, PLAN, budgets, check_plan, load_plan  # noqa: E402,F401  (check_plan: the tests use suite.check_plan)
 
-PARTS = ("cuda-tests", "kernels", "model", "overhead", "cross-entropy", "newsgroups", "nanogpt-loop", "text-formation",
-         "text-scale", "flex-long", "finetune")
-PLAN = Path(__file__).resolve().parent / "window.json"
-BUDGETED = {"nanogpt-loop": 30, "text-scale": 15, "flex-long": 30}  # part: seconds of its limit kept back from its budget
 # GPT-2 small on 20 Newsgroups bytes (data=text), for nanoGPT's own loop beside attnexp's
 GPT2_TEXT = ["model=gpt2", "attention=causal", "task=lm", "data=text", "data.max_len=1024", "data.batch_size=8",
              "model.compile=true", "data.limit=2000", "trainer.max_epochs=2", "data.max_eval_windows=64"]
@@ -256,59 +253,6 @@ def window_parts(args, out: Path, ng_path: list[str]) -> dict[str, list[tuple[st
                                         "--tag=_flex_long"])],
                        budget["flex-long"] + BUDGETED["flex-long"], "flex_long.log")],
     }
-
-
-def budgets(args) -> dict[str, int]:
-    """The seconds each self-sizing part may spend: its `expected_s` in the plan (the call's, else the
-    first call that names it) less what it keeps back for starting and ending."""
-    plan = getattr(args, "plan_calls", None) or load_plan(PLAN)["calls"]
-    expected = {}
-    for call in plan:
-        for p in call:
-            expected.setdefault(p["part"], p["expected_s"])
-    return {part: max(10, int(expected.get(part, 240)) - back) for part, back in BUDGETED.items()}
-
-
-def load_plan(path: Path) -> dict:
-    """The window plan, checked (`check_plan`); SystemExit with one line where it does not fit."""
-    try:
-        plan = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as e:
-        raise SystemExit(f"gpu/suite.py: the plan {path} cannot be read ({e}); fix it or give --plan FILE") from None
-    problem = check_plan(plan)
-    if problem:
-        raise SystemExit(f"gpu/suite.py: the plan {path} does not fit: {problem}")
-    return plan
-
-
-def check_plan(plan: dict) -> str | None:
-    """What is wrong with a window plan, or None: at most two calls, each a list of {part, expected_s}
-    with known parts, each call's work within call_limit_s, and all of it within the window less its
-    start, each call's own time and the margin."""
-    calls = plan.get("calls") if isinstance(plan, dict) else None
-    if not isinstance(calls, list) or not 1 <= len(calls) <= 2:
-        return "'calls' must be a list of one or two calls"
-    for i, call in enumerate(calls, 1):
-        if not isinstance(call, list) or not call:
-            return f"call {i} must be a non-empty list of parts"
-        for p in call:
-            if not isinstance(p, dict) or p.get("part") not in PARTS:
-                return f"call {i}: {p!r} is not {{'part': one of {', '.join(PARTS)}, 'expected_s': seconds}}"
-            if not isinstance(p.get("expected_s"), int | float) or not 0 < p["expected_s"] <= 600:
-                return f"call {i}: {p['part']}'s expected_s must be a number of seconds from 1 to 600"
-    try:
-        limit = float(plan["call_limit_s"])
-        room = float(plan["window_s"]) - float(plan["start_s"]) - len(calls) * float(plan["per_call_s"]) - float(plan["margin_s"])
-    except (KeyError, TypeError, ValueError):
-        return "window_s, start_s, per_call_s, margin_s and call_limit_s must each be a number"
-    sums = [sum(p["expected_s"] for p in call) for call in calls]
-    for i, total in enumerate(sums, 1):
-        if total > limit:
-            return f"call {i}'s parts expect {total:g} s, over the {limit:g} s a call may work; move a part or shorten it"
-    if sum(sums) > room:
-        return (f"the calls expect {sum(sums):g} s, over the {room:g} s the window leaves (window_s less start_s, "
-                f"per_call_s a call and margin_s)")
-    return None
 
 
 def default_out(smoke: bool) -> Path:
