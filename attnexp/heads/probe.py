@@ -43,6 +43,18 @@ def probe_from(dm, texts: list[str], n_examples: int, split: str = "val") -> Pro
     return Probe(ids, [dm.decode(x) for x in ids], targets, labels=labels)
 
 
+def plain_probe(dm, texts: list[str], n_examples: int) -> tuple[Probe | None, bool]:
+    """(a language model's plain held-out windows, as many as the probe has, or None; whether the probe
+    itself is plain). data=text: the validation windows before any repeat was planted; with nothing
+    planted they are the probe's own, and its score is the plain one."""
+    if texts or getattr(dm, "plain_val", None) is None:
+        return None, False
+    if dm.cfg.repeat_fraction <= 0:
+        return None, True
+    ids = dm.plain_probe_ids(n_examples)
+    return Probe(ids, [dm.decode(x) for x in ids]), False
+
+
 @contextmanager
 def eval_mode(model) -> Iterator[None]:
     """The model in eval mode for a pass, then every submodule back in the mode it was in: a frozen

@@ -24,7 +24,7 @@ from attnexp.config import ALIGN_BEST, MapsConfig, layout
 from attnexp.heads import changes, llc, quantities
 from attnexp.heads import timeline as tl
 from attnexp.heads.analysis import Analysis, Context, context_of, induction_pair, read_heads
-from attnexp.heads.probe import Probe, attention_maps, light_reading, probe_from
+from attnexp.heads.probe import Probe, attention_maps, light_reading, plain_probe, probe_from
 from attnexp.maps import render, snapshot
 from attnexp.maps.background import Drawer
 from attnexp.maps.html import Viewer, timeline_data
@@ -33,18 +33,6 @@ from attnexp.training.checkpointing import check_state
 from attnexp.training.loggers import log_histogram, log_image, log_layout, log_table
 
 log = logging.getLogger("attnexp")
-
-
-def plain_probe(dm, cfg) -> tuple[Probe | None, bool]:
-    """(a language model's plain held-out windows, as many as the probe has, or None; whether the probe
-    itself is plain). data=text: the validation windows before any repeat was planted; with nothing
-    planted they are the probe's own, and its score is the plain one."""
-    if cfg.texts or getattr(dm, "plain_val", None) is None:
-        return None, False
-    if dm.cfg.repeat_fraction <= 0:
-        return None, True
-    ids = dm.plain_probe_ids(cfg.n_examples)
-    return Probe(ids, [dm.decode(x) for x in ids]), False
 
 
 class AttentionMaps(L.Callback):
@@ -79,7 +67,7 @@ class AttentionMaps(L.Callback):
         self._stage = stage  # runs before a checkpoint is restored
         if self.probe is None and trainer.datamodule is not None:
             self.probe = probe_from(trainer.datamodule, self.cfg.texts, self.cfg.n_examples)
-            self.plain, self._probe_is_plain = plain_probe(trainer.datamodule, self.cfg)
+            self.plain, self._probe_is_plain = plain_probe(trainer.datamodule, self.cfg.texts, self.cfg.n_examples)
             self._class_names = getattr(trainer.datamodule, "class_names", None)
 
     # A resumed run picks up the snapshots of its earlier part from <run>/maps/, so the viewer and
